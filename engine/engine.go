@@ -1,0 +1,367 @@
+// Package engine is the broker's state: topics, partitions and their logs
+// on Redis Streams, offsets and retention. It knows records, not the Kafka
+// wire format, and talks to Redis only through package resp.
+package engine
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/korvet/korvet/resp"
+)
+
+// Errors the engine returns; the wire layer maps them to Kafka error codes.
+var (
+	ErrUnknownTopic       = errors.New("unknown topic or partition")
+	ErrTopicExists        = errors.New("topic already exists")
+	ErrInvalidTopic       = errors.New("invalid topic name")
+	ErrInvalidPartitions  = errors.New("invalid number of partitions")
+	ErrInvalidConfig      = errors.New("invalid topic config")
+	ErrMessageTooLarge    = errors.New("record batch larger than max.message.bytes")
+	ErrOffsetOutOfRange   = errors.New("offset out of range")
+	ErrStorageUnavailable = errors.New("redis unavailable")
+	ErrInvalidRecord      = errors.New("invalid record")
+	ErrTopicDeleted       = errors.New("topic is being deleted")
+)
+
+// Options configure an Engine.
+type Options struct {
+	Keyspace          string            // prefix of every Redis key; default "korvet"
+	AutoCreateTopics  bool              // create unknown topics on Metadata/Produce
+	DefaultPartitions int32             // partitions of auto-created topics; default 1
+	TopicDefaults     map[string]string // broker-level defaults for topic configs
+	// MaxAppendBytes caps the records one Redis transaction carries, so that
+	// one huge group commit cannot stall Redis for long. Default 4 MiB.
+	MaxAppendBytes int
+	// RetentionInterval is how often retention is checked. Default 5s.
+	RetentionInterval time.Duration
+	Logger            *slog.Logger
+}
+
+// Engine holds all topics. Create it with Open; it is safe for concurrent use.
+type Engine struct {
+	rc     *resp.Client
+	opts   Options
+	k      keys
+	log    *slog.Logger
+	cluster string
+
+	mu     sync.RWMutex
+	topics map[string]*Topic
+	byID   map[[16]byte]*Topic
+
+	// createMu serializes topic creation and deletion; the read path never
+	// takes it.
+	createMu sync.Mutex
+
+	stop chan struct{}
+	wg   sync.WaitGroup
+}
+
+// Open loads the topics stored in Redis and starts background work
+// (retention). Close stops it.
+func Open(ctx context.Context, rc *resp.Client, opts Options) (*Engine, error) {
+	if opts.Keyspace == "" {
+		opts.Keyspace = "korvet"
+	}
+	if opts.DefaultPartitions <= 0 {
+		opts.DefaultPartitions = 1
+	}
+	if opts.MaxAppendBytes <= 0 {
+		opts.MaxAppendBytes = 4 << 20
+	}
+	if opts.RetentionInterval <= 0 {
+		opts.RetentionInterval = 5 * time.Second
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if err := ValidateConfigs(opts.TopicDefaults); err != nil {
+		return nil, fmt.Errorf("topic_defaults: %w", err)
+	}
+	e := &Engine{
+		rc:     rc,
+		opts:   opts,
+		k:      keys{opts.Keyspace},
+		log:    opts.Logger,
+		topics: make(map[string]*Topic),
+		byID:   make(map[[16]byte]*Topic),
+		stop:   make(chan struct{}),
+	}
+	if err := e.loadCluster(ctx); err != nil {
+		return nil, err
+	}
+	if err := e.loadTopics(ctx); err != nil {
+		return nil, err
+	}
+	e.wg.Add(1)
+	go e.retentionLoop()
+	return e, nil
+}
+
+// Close stops background work. In-flight appends finish first.
+func (e *Engine) Close() {
+	close(e.stop)
+	e.wg.Wait()
+}
+
+// ClusterID is a stable id stored in Redis at first start.
+func (e *Engine) ClusterID() string { return e.cluster }
+
+// Keyspace returns the prefix of all of korvet's Redis keys.
+func (e *Engine) Keyspace() string { return e.opts.Keyspace }
+
+func (e *Engine) loadCluster(ctx context.Context) error {
+	id := newID()
+	if _, err := e.rc.Do(ctx, "HSETNX", e.k.cluster(), "id", hex.EncodeToString(id[:])); err != nil {
+		return fmt.Errorf("store cluster id: %w", err)
+	}
+	r, err := e.rc.Do(ctx, "HGET", e.k.cluster(), "id")
+	if err != nil {
+		return fmt.Errorf("load cluster id: %w", err)
+	}
+	e.cluster = string(r.Bytes())
+	return nil
+}
+
+// topicMeta is what Redis stores per topic.
+type topicMeta struct {
+	ID         string            `json:"id"`
+	Partitions int32             `json:"partitions"`
+	Configs    map[string]string `json:"configs,omitempty"`
+	Created    int64             `json:"created"`
+}
+
+func (e *Engine) loadTopics(ctx context.Context) error {
+	r, err := e.rc.Do(ctx, "HGETALL", e.k.topics())
+	if err != nil {
+		return fmt.Errorf("load topics: %w", err)
+	}
+	var elems []resp.Reply
+	elems = r.Elems(elems)
+	for i := 0; i+1 < len(elems); i += 2 {
+		name := string(elems[i].Bytes())
+		var m topicMeta
+		if err := json.Unmarshal(elems[i+1].Bytes(), &m); err != nil {
+			return fmt.Errorf("load topic %q: bad metadata in %s: %w", name, e.k.topics(), err)
+		}
+		t, err := e.newTopic(name, m)
+		if err != nil {
+			return fmt.Errorf("load topic %q: %w", name, err)
+		}
+		if err := t.loadPartitions(ctx, 0); err != nil {
+			return fmt.Errorf("load topic %q: %w", name, err)
+		}
+		e.topics[name] = t
+		e.byID[t.id] = t
+	}
+	e.log.Info("topics loaded", "count", len(e.topics))
+	return nil
+}
+
+func newID() [16]byte {
+	var id [16]byte
+	_, _ = rand.Read(id[:])
+	id[6] = id[6]&0x0f | 0x40 // a version 4 UUID, as Kafka's topic ids are
+	id[8] = id[8]&0x3f | 0x80
+	return id
+}
+
+// Topic returns the named topic, or nil.
+func (e *Engine) Topic(name string) *Topic {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	return e.topics[name]
+}
+
+// TopicByID returns the topic with the given id, or nil.
+func (e *Engine) TopicByID(id [16]byte) *Topic {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	return e.byID[id]
+}
+
+// Topics returns all topics sorted by name.
+func (e *Engine) Topics() []*Topic {
+	e.mu.RLock()
+	out := make([]*Topic, 0, len(e.topics))
+	for _, t := range e.topics {
+		out = append(out, t)
+	}
+	e.mu.RUnlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	return out
+}
+
+// AutoCreate reports whether unknown topics are created on use.
+func (e *Engine) AutoCreate() bool { return e.opts.AutoCreateTopics }
+
+// DefaultPartitions is the partition count of auto-created topics.
+func (e *Engine) DefaultPartitions() int32 { return e.opts.DefaultPartitions }
+
+// ValidTopicName applies Kafka's rules: 1-249 characters of [a-zA-Z0-9._-],
+// not "." or "..".
+func ValidTopicName(name string) error {
+	if name == "" || len(name) > 249 || name == "." || name == ".." {
+		return fmt.Errorf("%w: %q", ErrInvalidTopic, name)
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return fmt.Errorf("%w: %q has %q; use letters, digits, '.', '_' and '-'", ErrInvalidTopic, name, c)
+		}
+	}
+	return nil
+}
+
+// CreateTopic creates a topic. With validateOnly it only checks.
+func (e *Engine) CreateTopic(ctx context.Context, name string, partitions int32, configs map[string]string, validateOnly bool) (*Topic, error) {
+	if err := ValidTopicName(name); err != nil {
+		return nil, err
+	}
+	if partitions == -1 {
+		partitions = e.opts.DefaultPartitions
+	}
+	if partitions <= 0 || partitions > 100000 {
+		return nil, fmt.Errorf("%w: %d (use 1 to 100000)", ErrInvalidPartitions, partitions)
+	}
+	if err := ValidateConfigs(configs); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
+	}
+	e.createMu.Lock()
+	defer e.createMu.Unlock()
+	if e.Topic(name) != nil {
+		return nil, fmt.Errorf("%w: %q", ErrTopicExists, name)
+	}
+	if validateOnly {
+		return nil, nil
+	}
+	id := newID()
+	m := topicMeta{ID: hex.EncodeToString(id[:]), Partitions: partitions, Configs: configs, Created: time.Now().UnixMilli()}
+	js, err := json.Marshal(m)
+	if err != nil {
+		return nil, fmt.Errorf("create topic %q: %w", name, err)
+	}
+	r, err := e.rc.Do(ctx, "HSETNX", e.k.topics(), name, js)
+	if err != nil {
+		return nil, fmt.Errorf("create topic %q: %w", name, err)
+	}
+	if n, _ := r.Int(); n == 0 {
+		return nil, fmt.Errorf("%w: %q (created by another korvet on this keyspace)", ErrTopicExists, name)
+	}
+	t, err := e.newTopic(name, m)
+	if err != nil {
+		return nil, err
+	}
+	if err := t.loadPartitions(ctx, 0); err != nil {
+		return nil, fmt.Errorf("create topic %q: %w", name, err)
+	}
+	e.mu.Lock()
+	e.topics[name] = t
+	e.byID[t.id] = t
+	e.mu.Unlock()
+	e.log.Info("topic created", "topic", name, "partitions", partitions)
+	return t, nil
+}
+
+// DeleteTopic removes a topic and all its data from Redis.
+func (e *Engine) DeleteTopic(ctx context.Context, name string) error {
+	e.createMu.Lock()
+	defer e.createMu.Unlock()
+	t := e.Topic(name)
+	if t == nil {
+		return fmt.Errorf("%w: %q", ErrUnknownTopic, name)
+	}
+	e.mu.Lock()
+	delete(e.topics, name)
+	delete(e.byID, t.id)
+	e.mu.Unlock()
+	for _, p := range t.Partitions() {
+		p.close()
+	}
+	var pl resp.Pipeline
+	pl.Cmd("HDEL", e.k.topics(), name)
+	for _, p := range t.Partitions() {
+		for seg := int64(0); seg <= p.segment; seg++ {
+			pl.Cmd("UNLINK", p.streamKey(seg))
+		}
+		pl.Cmd("UNLINK", p.metaKey, p.batchesKey)
+	}
+	rs, err := e.rc.Exec(ctx, &pl)
+	if err != nil {
+		return fmt.Errorf("delete topic %q: %w", name, err)
+	}
+	defer rs.Release()
+	for i := 0; i < rs.Len(); i++ {
+		if err := rs.At(i).Err(); err != nil {
+			return fmt.Errorf("delete topic %q: %w", name, err)
+		}
+	}
+	e.log.Info("topic deleted", "topic", name)
+	return nil
+}
+
+// EnsureTopic returns the topic, creating it with defaults when
+// auto-creation is on.
+func (e *Engine) EnsureTopic(ctx context.Context, name string) (*Topic, error) {
+	if t := e.Topic(name); t != nil {
+		return t, nil
+	}
+	if !e.opts.AutoCreateTopics {
+		return nil, fmt.Errorf("%w: %q", ErrUnknownTopic, name)
+	}
+	t, err := e.CreateTopic(ctx, name, e.opts.DefaultPartitions, nil, false)
+	if errors.Is(err, ErrTopicExists) {
+		if t := e.Topic(name); t != nil {
+			return t, nil
+		}
+	}
+	return t, err
+}
+
+func (e *Engine) retentionLoop() {
+	defer e.wg.Done()
+	tick := time.NewTicker(e.opts.RetentionInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-e.stop:
+			return
+		case <-tick.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		for _, t := range e.Topics() {
+			for _, p := range t.Partitions() {
+				if err := p.applyRetention(ctx, time.Now()); err != nil {
+					e.log.Warn("retention", "topic", t.name, "partition", p.id, "err", err)
+				}
+			}
+		}
+		cancel()
+	}
+}
+
+// NewProducerID allocates a producer id, unique for the keyspace's life.
+func (e *Engine) NewProducerID(ctx context.Context) (int64, error) {
+	r, err := e.rc.Do(ctx, "HINCRBY", e.k.cluster(), "producer_ids", 1)
+	if err != nil {
+		return -1, fmt.Errorf("%w: allocate producer id: %v", ErrStorageUnavailable, err)
+	}
+	return r.Int()
+}
+
+// Ping checks that Redis answers.
+func (e *Engine) Ping(ctx context.Context) error {
+	if err := e.rc.Ping(ctx); err != nil {
+		return fmt.Errorf("%w: %v", ErrStorageUnavailable, err)
+	}
+	return nil
+}

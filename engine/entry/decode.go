@@ -1,0 +1,186 @@
+package entry
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/korvet/korvet/engine/record"
+)
+
+// ErrMalformed means a stream entry does not follow the encoding.
+var ErrMalformed = errors.New("malformed stream entry")
+
+// Decoder rebuilds records from the pairs of stream entries. It is reusable
+// and not safe for concurrent use. Records it returns point into the field
+// bytes passed to Field or into the Decoder's arenas, and stay valid until
+// Reset; arenas only grow between Resets, so earlier records are never
+// overwritten. Rebuilt flattened values are not re-validated: entries
+// written by the Encoder rebuild exactly, and checking would cost every read.
+type Decoder struct {
+	values  []byte          // arena for rebuilt flattened values
+	headers []record.Header // arena for header slices
+
+	// State of the entry being decoded.
+	err        error
+	ts         int64
+	key, value []byte
+	hasTS      bool
+	hasKey     bool
+	hasValue   bool // __value seen
+	members    int  // flattened members seen
+	valStart   int  // start of this entry's rebuilt value in values
+	hdrStart   int  // start of this entry's headers in headers
+}
+
+// Reset releases every record returned so far and reuses the arenas.
+func (d *Decoder) Reset() {
+	d.values = d.values[:0]
+	clear(d.headers) // drop references into old inputs
+	d.headers = d.headers[:0]
+	d.Begin()
+}
+
+// Begin starts a new entry.
+func (d *Decoder) Begin() {
+	d.err = nil
+	d.ts, d.key, d.value = 0, nil, nil
+	d.hasTS, d.hasKey, d.hasValue = false, false, false
+	d.members = 0
+	d.valStart = len(d.values)
+	d.hdrStart = len(d.headers)
+}
+
+// Field consumes one field-value pair, in stream order. Errors are kept and
+// reported by Finish, so that callers can feed a reply without checking
+// each pair.
+func (d *Decoder) Field(name, value []byte) {
+	if d.err != nil {
+		return
+	}
+	if value == nil {
+		value = []byte{} // a present field is never null; this does not allocate
+	}
+	if len(name) < 2 || name[0] != '_' || name[1] != '_' {
+		d.member(name, value)
+		return
+	}
+	switch {
+	case string(name) == fieldTS:
+		if d.hasTS {
+			d.err = fmt.Errorf("%w: duplicate field %s", ErrMalformed, fieldTS)
+			return
+		}
+		ts, ok := parseInt(value)
+		if !ok {
+			d.err = fmt.Errorf("%w: field %s: bad timestamp %q", ErrMalformed, fieldTS, value)
+			return
+		}
+		d.ts, d.hasTS = ts, true
+	case string(name) == fieldKey:
+		if d.hasKey {
+			d.err = fmt.Errorf("%w: duplicate field %s", ErrMalformed, fieldKey)
+			return
+		}
+		d.key, d.hasKey = value, true
+	case string(name) == fieldValue:
+		if d.hasValue || d.members > 0 {
+			d.err = fmt.Errorf("%w: field %s next to another value field", ErrMalformed, fieldValue)
+			return
+		}
+		d.value, d.hasValue = value, true
+	case hasPrefix(name, prefixHeader):
+		d.headers = append(d.headers, record.Header{Key: name[len(prefixHeader):], Value: value})
+	case hasPrefix(name, prefixNullValue):
+		if len(value) != 0 {
+			d.err = fmt.Errorf("%w: field %q has a value", ErrMalformed, name)
+			return
+		}
+		d.headers = append(d.headers, record.Header{Key: name[len(prefixNullValue):]})
+	default:
+		d.err = fmt.Errorf("%w: unknown field %q", ErrMalformed, name)
+	}
+}
+
+// member appends `"name":value` to the value being rebuilt.
+func (d *Decoder) member(name, value []byte) {
+	if d.hasValue {
+		d.err = fmt.Errorf("%w: member field %q next to %s", ErrMalformed, name, fieldValue)
+		return
+	}
+	sep := byte(',')
+	if d.members == 0 {
+		sep = '{'
+	}
+	d.members++
+	d.values = append(d.values, sep, '"')
+	d.values = append(d.values, name...)
+	d.values = append(d.values, '"', ':')
+	d.values = append(d.values, value...)
+}
+
+// Finish fills rec's Timestamp, Key, Value and Headers from the entry begun
+// last; Offset is left alone. Slices in rec are capped so that appending to
+// them cannot overwrite another record's data.
+func (d *Decoder) Finish(rec *record.Record) error {
+	if d.err == nil && !d.hasTS {
+		d.err = fmt.Errorf("%w: missing field %s", ErrMalformed, fieldTS)
+	}
+	if d.err != nil {
+		// Drop this entry's partial data; earlier records stay intact.
+		d.values = d.values[:d.valStart]
+		clear(d.headers[d.hdrStart:])
+		d.headers = d.headers[:d.hdrStart]
+		return d.err
+	}
+	rec.Timestamp = d.ts
+	rec.Key = nil
+	if d.hasKey {
+		rec.Key = d.key
+	}
+	rec.Value = d.value // nil for a tombstone
+	if d.members > 0 {
+		d.values = append(d.values, '}')
+		rec.Value = d.values[d.valStart:len(d.values):len(d.values)]
+	}
+	rec.Headers = nil
+	if n := len(d.headers); n > d.hdrStart {
+		rec.Headers = d.headers[d.hdrStart:n:n]
+	}
+	d.Begin() // a second Finish must not append the closing brace again
+	return nil
+}
+
+func hasPrefix(b []byte, p string) bool {
+	return len(b) >= len(p) && string(b[:len(p)]) == p
+}
+
+// parseInt parses a decimal int64 without the string conversion
+// strconv.ParseInt would need.
+func parseInt(b []byte) (int64, bool) {
+	neg := len(b) > 0 && b[0] == '-'
+	if neg {
+		b = b[1:]
+	}
+	if len(b) == 0 {
+		return 0, false
+	}
+	limit := uint64(1<<63 - 1)
+	if neg {
+		limit = 1 << 63
+	}
+	var n uint64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		dig := uint64(c - '0')
+		if n > (limit-dig)/10 {
+			return 0, false
+		}
+		n = n*10 + dig
+	}
+	if neg {
+		return int64(-n), true
+	}
+	return int64(n), true
+}

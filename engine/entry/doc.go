@@ -1,0 +1,38 @@
+// Package entry maps a Kafka record to the field/value pairs of one Redis
+// stream entry and back, losslessly.
+//
+// The layout is a contract: any Redis client reading a korvet stream can
+// interpret it, and the encoder reproduces every record byte for byte.
+// An entry holds these fields, in this order:
+//
+//  1. __ts: the record timestamp in decimal milliseconds (may be negative).
+//  2. __key: the key bytes. Absent when the key is null, present and empty
+//     when the key is empty.
+//  3. One field per header, in order, duplicates kept: __header.{name}
+//     holding the header value, or __hnull.{name} with an empty value when
+//     the header value is null. Names are arbitrary bytes.
+//  4. The value, in one of three forms described next.
+//
+// The value takes one of these forms:
+//
+//   - null (a tombstone): no value field at all;
+//   - a JSON object that can be flattened: one field per top-level member,
+//     named by the member name and holding the member's raw JSON text
+//     exactly as it appeared (e.g. "x", 12.50, {"a": [1, 2]});
+//   - anything else: __value holding the exact bytes.
+//
+// A value is flattened only when rebuilding it as
+//
+//	"{" + join(`"name":value`, ",") + "}"
+//
+// reproduces it exactly: it is a valid JSON object (RFC 8259, strict UTF-8)
+// with no whitespace outside member values, 1 to 1000 members, and unique
+// member names that contain no escape sequence and do not start with "__".
+// So a flattened value is exactly the fields whose names do not start with
+// "__", and an entry with no such field and no __value is a tombstone.
+// Flattening lets Redis-side tooling see JSON documents as ordinary stream
+// fields; everything else is stored opaquely.
+//
+// Header names are Kafka strings and never null: a header decodes with a
+// non-nil (possibly empty) name.
+package entry

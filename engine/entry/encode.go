@@ -1,0 +1,138 @@
+package entry
+
+import (
+	"strconv"
+
+	"github.com/korvet/korvet/engine/record"
+)
+
+// Field names of the encoding; see the package comment.
+const (
+	fieldTS         = "__ts"
+	fieldKey        = "__key"
+	fieldValue      = "__value"
+	prefixHeader    = "__header."
+	prefixNullValue = "__hnull."
+)
+
+// maxTSLen is the longest decimal int64, "-9223372036854775808".
+const maxTSLen = 20
+
+// maxKeptScratch bounds the scratch an Encoder keeps after one unusually
+// large record, so a single outlier does not pin memory forever.
+const maxKeptScratch = 64 << 10
+
+// Writer receives the encoded fields and values in order. It must copy (or
+// fully consume) the bytes before Append returns; resp.Pipeline satisfies it.
+type Writer interface {
+	Bulk(b []byte)
+	String(s string)
+}
+
+// Encoder turns records into stream entry fields. It is reusable and keeps
+// scratch space so that encoding does not allocate per record; it is not
+// safe for concurrent use.
+type Encoder struct {
+	rec     *record.Record
+	flat    bool
+	f       flattener
+	scratch []byte // the timestamp and the header field names of one Append
+}
+
+// Prepare analyses r and returns the number of field-value pairs Append will
+// write, which the caller needs to size the XADD command. r must not change
+// until Append has run.
+func (e *Encoder) Prepare(r *record.Record) int {
+	e.rec = r
+	pairs := 1 + len(r.Headers)
+	if r.Key != nil {
+		pairs++
+	}
+	need := maxTSLen
+	for i := range r.Headers {
+		need += len(prefixHeader) + len(r.Headers[i].Key)
+	}
+	// Reserve everything now: Append hands out sub-slices of scratch and
+	// must not reallocate it while a Writer may still refer to them.
+	if cap(e.scratch) < need {
+		e.scratch = make([]byte, 0, need)
+	}
+	e.flat = r.Value != nil && e.f.analyse(r.Value)
+	switch {
+	case e.flat:
+		pairs += len(e.f.members)
+	case r.Value != nil:
+		pairs++
+	}
+	return pairs
+}
+
+// Append writes the pairs of the record last passed to Prepare, exactly as
+// many as Prepare returned. Each Prepare allows one Append.
+func (e *Encoder) Append(w Writer) {
+	r := e.rec
+	if r == nil {
+		panic("entry: Append without Prepare")
+	}
+	e.rec = nil // do not pin the caller's buffers
+
+	s := e.scratch[:0]
+	s = strconv.AppendInt(s, r.Timestamp, 10)
+	w.String(fieldTS)
+	w.Bulk(s)
+	if r.Key != nil {
+		w.String(fieldKey)
+		w.Bulk(r.Key)
+	}
+	for i := range r.Headers {
+		h := &r.Headers[i]
+		n := len(s)
+		if h.Value == nil {
+			s = append(s, prefixNullValue...)
+			s = append(s, h.Key...)
+			w.Bulk(s[n:])
+			w.String("")
+			continue
+		}
+		s = append(s, prefixHeader...)
+		s = append(s, h.Key...)
+		w.Bulk(s[n:])
+		w.Bulk(h.Value)
+	}
+	switch {
+	case e.flat:
+		for _, m := range e.f.members {
+			w.Bulk(r.Value[m.nameStart:m.nameEnd])
+			w.Bulk(r.Value[m.valStart:m.valEnd])
+		}
+	case r.Value != nil:
+		w.String(fieldValue)
+		w.Bulk(r.Value)
+	}
+	if cap(e.scratch) > maxKeptScratch {
+		e.scratch = nil
+	}
+}
+
+// Per-element and per-entry overheads of the stream listpack, roughly.
+const (
+	elementOverhead = 2
+	entryOverhead   = 16
+)
+
+// EncodedSize estimates the bytes r takes as a stream entry, for
+// retention.bytes accounting. It does not analyse the value: a flattened
+// value is costed as if stored whole in __value, which is close enough.
+func EncodedSize(r *record.Record) int {
+	n := entryOverhead + len(fieldTS) + 13 + 2*elementOverhead
+	if r.Key != nil {
+		n += len(fieldKey) + len(r.Key) + 2*elementOverhead
+	}
+	for i := range r.Headers {
+		n += len(prefixHeader) + len(r.Headers[i].Key) + len(r.Headers[i].Value) + 2*elementOverhead
+	}
+	if r.Value != nil {
+		n += len(fieldValue) + len(r.Value) + 2*elementOverhead
+	}
+	return n
+}

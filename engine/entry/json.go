@@ -1,0 +1,352 @@
+package entry
+
+import (
+	"bytes"
+	"slices"
+	"unicode/utf8"
+)
+
+// maxMembers caps the fields a flattened value turns into, so that one
+// record cannot blow up into an unbounded number of stream fields.
+const maxMembers = 1000
+
+// member locates one top-level member of a flattenable object: the name
+// between its quotes is v[nameStart:nameEnd], its raw value v[valStart:valEnd].
+type member struct {
+	nameStart, nameEnd, valStart, valEnd int
+}
+
+// flattener decides whether a value can be flattened and finds its members.
+// It keeps its scratch between calls so that analysis does not allocate.
+type flattener struct {
+	members []member
+	order   []int32  // member indexes, sorted by name for the uniqueness check
+	stack   []uint64 // container kinds while validating nested values: 1 bit per level, set = object
+}
+
+// analyse reports whether v can be flattened, leaving its members in f.members.
+func (f *flattener) analyse(v []byte) bool {
+	f.members = f.members[:0]
+	// Cheap reject first: most non-JSON values fail here.
+	if len(v) < 2 || v[0] != '{' || v[len(v)-1] != '}' {
+		return false
+	}
+	i := 1
+	for {
+		if len(f.members) == maxMembers {
+			return false
+		}
+		end, escaped := scanString(v, i)
+		if end < 0 || escaped {
+			return false
+		}
+		m := member{nameStart: i + 1, nameEnd: end - 1, valStart: end + 1}
+		if m.nameEnd-m.nameStart >= 2 && v[m.nameStart] == '_' && v[m.nameStart+1] == '_' {
+			return false
+		}
+		if end >= len(v) || v[end] != ':' {
+			return false
+		}
+		// value rejects leading whitespace, and the check below trailing
+		// whitespace, so no whitespace survives outside member values.
+		m.valEnd = f.value(v, m.valStart)
+		if m.valEnd < 0 || m.valEnd >= len(v) {
+			return false
+		}
+		f.members = append(f.members, m)
+		switch v[m.valEnd] {
+		case ',':
+			i = m.valEnd + 1
+			continue
+		case '}':
+			if m.valEnd != len(v)-1 {
+				return false
+			}
+		default:
+			return false
+		}
+		break
+	}
+	return f.unique(v) && rebuilds(v, f.members)
+}
+
+// unique reports whether the member names are pairwise distinct.
+func (f *flattener) unique(v []byte) bool {
+	ms := f.members
+	name := func(i int32) []byte { return v[ms[i].nameStart:ms[i].nameEnd] }
+	if len(ms) <= 16 {
+		// Quadratic is faster than sorting for the typical small object.
+		for i := 1; i < len(ms); i++ {
+			for j := 0; j < i; j++ {
+				if bytes.Equal(name(int32(i)), name(int32(j))) {
+					return false
+				}
+			}
+		}
+		return true
+	}
+	f.order = f.order[:0]
+	for i := range ms {
+		f.order = append(f.order, int32(i))
+	}
+	slices.SortFunc(f.order, func(a, b int32) int { return bytes.Compare(name(a), name(b)) })
+	for i := 1; i < len(f.order); i++ {
+		if bytes.Equal(name(f.order[i-1]), name(f.order[i])) {
+			return false
+		}
+	}
+	return true
+}
+
+// rebuilds reports whether joining the members the way the decoder does
+// gives back exactly v. It is the final guard: whatever the scanner got
+// wrong, a value is only flattened when the bytes provably survive.
+func rebuilds(v []byte, ms []member) bool {
+	if len(ms) == 0 || len(v) == 0 || v[0] != '{' {
+		return false
+	}
+	p := 1
+	for k, m := range ms {
+		name, val := v[m.nameStart:m.nameEnd], v[m.valStart:m.valEnd]
+		if len(v)-p < len(name)+len(val)+4 || v[p] != '"' {
+			return false
+		}
+		p++
+		if !bytes.Equal(v[p:p+len(name)], name) {
+			return false
+		}
+		p += len(name)
+		if v[p] != '"' || v[p+1] != ':' {
+			return false
+		}
+		p += 2
+		if !bytes.Equal(v[p:p+len(val)], val) {
+			return false
+		}
+		p += len(val)
+		sep := byte(',')
+		if k == len(ms)-1 {
+			sep = '}'
+		}
+		if v[p] != sep {
+			return false
+		}
+		p++
+	}
+	return p == len(v)
+}
+
+// value validates the JSON value starting exactly at v[i] (no leading
+// whitespace) and returns the index just past it, or -1. It is iterative,
+// keeping container kinds in a bit stack, so any nesting depth is safe.
+func (f *flattener) value(v []byte, i int) int {
+	depth := 0
+	for {
+		// Scan one value; an opening bracket pushes and loops to its first element.
+		if i >= len(v) {
+			return -1
+		}
+		switch c := v[i]; c {
+		case '{':
+			if i = skipSpace(v, i+1); i < len(v) && v[i] == '}' {
+				i++
+				break
+			}
+			f.push(depth, true)
+			depth++
+			if i = objectKey(v, i); i < 0 {
+				return -1
+			}
+			continue
+		case '[':
+			if i = skipSpace(v, i+1); i < len(v) && v[i] == ']' {
+				i++
+				break
+			}
+			f.push(depth, false)
+			depth++
+			continue
+		case '"':
+			i, _ = scanString(v, i)
+		case 't':
+			i = literal(v, i, "true")
+		case 'f':
+			i = literal(v, i, "false")
+		case 'n':
+			i = literal(v, i, "null")
+		default:
+			i = scanNumber(v, i)
+		}
+		if i < 0 {
+			return -1
+		}
+		// A value is complete: close containers until one has a next element.
+	closing:
+		for {
+			if depth == 0 {
+				return i
+			}
+			if i = skipSpace(v, i); i >= len(v) {
+				return -1
+			}
+			inObject := f.top(depth)
+			switch v[i] {
+			case ',':
+				i = skipSpace(v, i+1)
+				if inObject {
+					if i = objectKey(v, i); i < 0 {
+						return -1
+					}
+				}
+				break closing
+			case '}':
+				if !inObject {
+					return -1
+				}
+			case ']':
+				if inObject {
+					return -1
+				}
+			default:
+				return -1
+			}
+			i++
+			depth--
+		}
+	}
+}
+
+// push records the kind of the container at nesting level d.
+func (f *flattener) push(d int, object bool) {
+	w, bit := d/64, uint64(1)<<(d%64)
+	if w == len(f.stack) {
+		f.stack = append(f.stack, 0)
+	}
+	if object {
+		f.stack[w] |= bit
+	} else {
+		f.stack[w] &^= bit
+	}
+}
+
+// top reports whether the innermost of depth open containers is an object.
+func (f *flattener) top(depth int) bool {
+	d := depth - 1
+	return f.stack[d/64]&(uint64(1)<<(d%64)) != 0
+}
+
+// objectKey scans `"name" :` plus the whitespace after it, starting at v[i],
+// and returns the index of the member value, or -1.
+func objectKey(v []byte, i int) int {
+	if i, _ = scanString(v, i); i < 0 {
+		return -1
+	}
+	if i = skipSpace(v, i); i >= len(v) || v[i] != ':' {
+		return -1
+	}
+	return skipSpace(v, i+1)
+}
+
+// scanString scans the string starting at v[i], which must be a quote. It
+// returns the index just past the closing quote and whether the string holds
+// an escape sequence, or -1. Raw bytes must be valid UTF-8.
+func scanString(v []byte, i int) (int, bool) {
+	if i >= len(v) || v[i] != '"' {
+		return -1, false
+	}
+	escaped := false
+	for i++; i < len(v); {
+		switch c := v[i]; {
+		case c == '"':
+			return i + 1, escaped
+		case c == '\\':
+			escaped = true
+			if i+1 >= len(v) {
+				return -1, false
+			}
+			switch v[i+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				i += 2
+			case 'u':
+				if i+6 > len(v) || !isHex(v[i+2]) || !isHex(v[i+3]) || !isHex(v[i+4]) || !isHex(v[i+5]) {
+					return -1, false
+				}
+				i += 6
+			default:
+				return -1, false
+			}
+		case c < 0x20:
+			return -1, false
+		case c < utf8.RuneSelf:
+			i++
+		default:
+			r, n := utf8.DecodeRune(v[i:])
+			if r == utf8.RuneError && n == 1 {
+				return -1, false
+			}
+			i += n
+		}
+	}
+	return -1, false
+}
+
+// scanNumber scans -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)? at v[i]
+// and returns the index just past it, or -1.
+func scanNumber(v []byte, i int) int {
+	if i < len(v) && v[i] == '-' {
+		i++
+	}
+	switch {
+	case i >= len(v):
+		return -1
+	case v[i] == '0':
+		i++
+	case v[i] >= '1' && v[i] <= '9':
+		i = skipDigits(v, i+1)
+	default:
+		return -1
+	}
+	if i < len(v) && v[i] == '.' {
+		start := i + 1
+		if i = skipDigits(v, start); i == start {
+			return -1
+		}
+	}
+	if i < len(v) && (v[i] == 'e' || v[i] == 'E') {
+		i++
+		if i < len(v) && (v[i] == '+' || v[i] == '-') {
+			i++
+		}
+		start := i
+		if i = skipDigits(v, start); i == start {
+			return -1
+		}
+	}
+	return i
+}
+
+func skipDigits(v []byte, i int) int {
+	for i < len(v) && v[i] >= '0' && v[i] <= '9' {
+		i++
+	}
+	return i
+}
+
+func skipSpace(v []byte, i int) int {
+	for i < len(v) && (v[i] == ' ' || v[i] == '\t' || v[i] == '\n' || v[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// literal matches lit at v[i] and returns the index just past it, or -1.
+func literal(v []byte, i int, lit string) int {
+	if len(v)-i < len(lit) || string(v[i:i+len(lit)]) != lit {
+		return -1
+	}
+	return i + len(lit)
+}
+
+func isHex(c byte) bool {
+	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
+}

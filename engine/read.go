@@ -1,0 +1,312 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/korvet/korvet/engine/entry"
+	"github.com/korvet/korvet/engine/record"
+	"github.com/korvet/korvet/resp"
+)
+
+// maxReadCount caps the entries one XRANGE asks for.
+const maxReadCount = 10000
+
+// ReadResult holds records read from a partition. The records point into
+// buffers the result owns: call Release when done with them.
+type ReadResult struct {
+	Records       []record.Record
+	HighWatermark int64
+	LogStart      int64
+
+	rs    *resp.Replies
+	dec   entry.Decoder
+	elems []resp.Reply
+	pair  []resp.Reply
+}
+
+var readResults = sync.Pool{New: func() any { return new(ReadResult) }}
+
+// Release returns the result's buffers for reuse.
+func (r *ReadResult) Release() {
+	if r.rs != nil {
+		r.rs.Release()
+		r.rs = nil
+	}
+	clear(r.Records)
+	r.Records = r.Records[:0]
+	r.dec.Reset()
+	readResults.Put(r)
+}
+
+// Read returns committed records from offset on, about maxBytes of them
+// (at least one record when any is there, as Kafka's fetch requires).
+// It returns ErrOffsetOutOfRange when offset is below the log start or
+// beyond the high watermark.
+func (p *Partition) Read(ctx context.Context, offset int64, maxBytes int) (*ReadResult, error) {
+	res := readResults.Get().(*ReadResult)
+	hw, start := p.hw.Load(), p.start.Load()
+	res.HighWatermark, res.LogStart = hw, start
+	if offset < start || offset > hw {
+		res.Release()
+		return nil, fmt.Errorf("%w: %d not in [%d, %d]", ErrOffsetOutOfRange, offset, start, hw)
+	}
+	if offset == hw || maxBytes <= 0 {
+		return res, nil
+	}
+	// Ask Redis for about as many entries as fit in maxBytes, judged by the
+	// partition's average entry size.
+	p.mu.Lock()
+	avg := int64(100)
+	if p.next > 0 && p.bytes > 0 {
+		avg = max(p.bytes/p.next, 1)
+	}
+	seg := p.segment
+	p.mu.Unlock()
+	count := min(int64(maxBytes)/avg+1, hw-offset, maxReadCount)
+
+	var pl resp.Pipeline
+	pl.Cmd("XRANGE", p.streamKey(seg), strconv.FormatInt(offset, 10), strconv.FormatInt(hw-1, 10), "COUNT", count)
+	rs, err := p.t.e.rc.Exec(ctx, &pl)
+	if err != nil {
+		res.Release()
+		return nil, fmt.Errorf("%w: read %s/%d at %d: %v", ErrStorageUnavailable, p.t.name, p.id, offset, err)
+	}
+	res.rs = rs
+	rep := rs.At(0)
+	if err := rep.Err(); err != nil {
+		res.Release()
+		return nil, fmt.Errorf("read %s/%d at %d: %w", p.t.name, p.id, offset, err)
+	}
+	res.elems = rep.Elems(res.elems[:0])
+	size := 0
+	for _, ent := range res.elems {
+		res.pair = ent.Elems(res.pair[:0])
+		if len(res.pair) != 2 {
+			res.Release()
+			return nil, fmt.Errorf("read %s/%d: malformed stream entry", p.t.name, p.id)
+		}
+		off, err := parseEntryID(res.pair[0].Bytes())
+		if err != nil {
+			res.Release()
+			return nil, fmt.Errorf("read %s/%d: %w", p.t.name, p.id, err)
+		}
+		res.dec.Begin()
+		odd := false
+		var name []byte
+		res.pair[1].ForEach(func(f resp.Reply) bool {
+			if !odd {
+				name = f.Bytes()
+			} else {
+				res.dec.Field(name, f.Bytes())
+			}
+			odd = !odd
+			return true
+		})
+		res.Records = append(res.Records, record.Record{Offset: off})
+		rec := &res.Records[len(res.Records)-1]
+		if err := res.dec.Finish(rec); err != nil {
+			res.Release()
+			return nil, fmt.Errorf("read %s/%d offset %d: %w", p.t.name, p.id, off, err)
+		}
+		// Past maxBytes only the first record stays (KIP-74).
+		if size += rec.Size(); size > maxBytes && len(res.Records) > 1 {
+			res.Records = res.Records[:len(res.Records)-1]
+			break
+		}
+		if size >= maxBytes {
+			break
+		}
+	}
+	return res, nil
+}
+
+// OffsetForTime returns the first offset whose record has a timestamp at or
+// after ts, or the high watermark when there is none (Kafka's ListOffsets).
+func (p *Partition) OffsetForTime(ctx context.Context, ts int64) (offset, timestamp int64, err error) {
+	hw, start := p.hw.Load(), p.start.Load()
+	if start >= hw {
+		return hw, -1, nil
+	}
+	// The batches stream maps each append's last offset to the running max
+	// timestamp, which never decreases: binary search it for the first
+	// append whose max reaches ts; the record is inside that append.
+	lo, hi := start, hw-1 // search over offsets
+	found := int64(-1)
+	for lo <= hi {
+		mid := lo + (hi-lo)/2
+		r, err := p.t.e.rc.Do(ctx, "XRANGE", p.batchesKey, strconv.FormatInt(mid, 10), "+", "COUNT", 1)
+		if err != nil {
+			return 0, 0, fmt.Errorf("%w: list offsets by time: %v", ErrStorageUnavailable, err)
+		}
+		last, maxTs, ok := parseBatchEntry(r)
+		if !ok {
+			break
+		}
+		if maxTs >= ts {
+			found = last
+			hi = mid - 1
+		} else {
+			lo = last + 1
+		}
+	}
+	if found < 0 {
+		return hw, -1, nil
+	}
+	// Scan from the start of that append (at most the previous append's
+	// end) for the first record at or after ts.
+	from := start
+	if found > start {
+		// An end ID without a sequence means "<offset>-max": this finds
+		// the append that ends before found.
+		r, err := p.t.e.rc.Do(ctx, "XREVRANGE", p.batchesKey, strconv.FormatInt(found-1, 10), "-", "COUNT", 1)
+		if err != nil {
+			return 0, 0, fmt.Errorf("%w: list offsets by time: %v", ErrStorageUnavailable, err)
+		}
+		if prev, _, ok := parseBatchEntry(r); ok {
+			from = max(prev+1, start)
+		}
+	}
+	for from <= found {
+		res, err := p.Read(ctx, from, 1<<20)
+		if err != nil {
+			return 0, 0, err
+		}
+		for i := range res.Records {
+			if res.Records[i].Timestamp >= ts {
+				o, t := res.Records[i].Offset, res.Records[i].Timestamp
+				res.Release()
+				return o, t, nil
+			}
+		}
+		if len(res.Records) == 0 {
+			res.Release()
+			break
+		}
+		from = res.Records[len(res.Records)-1].Offset + 1
+		res.Release()
+	}
+	return hw, -1, nil
+}
+
+// parseBatchEntry reads the first entry of an XRANGE reply on the batches
+// stream: (last offset, running max timestamp).
+func parseBatchEntry(r resp.Reply) (last, maxTs int64, ok bool) {
+	if r.Len() == 0 {
+		return 0, 0, false
+	}
+	var ents, pair, fields []resp.Reply
+	ents = r.Elems(ents)
+	pair = ents[0].Elems(pair)
+	if len(pair) != 2 {
+		return 0, 0, false
+	}
+	last, err := parseEntryID(pair[0].Bytes())
+	if err != nil {
+		return 0, 0, false
+	}
+	fields = pair[1].Elems(fields)
+	maxTs = -1
+	for i := 0; i+1 < len(fields); i += 2 {
+		if string(fields[i].Bytes()) == "t" {
+			maxTs, _ = strconv.ParseInt(string(fields[i+1].Bytes()), 10, 64)
+		}
+	}
+	return last, maxTs, true
+}
+
+// MaxTimestamp returns the offset and timestamp of the record with the
+// largest timestamp (ListOffsets -3), or (-1, -1) for an empty log.
+func (p *Partition) MaxTimestamp(ctx context.Context) (offset, timestamp int64, err error) {
+	p.mu.Lock()
+	maxTs := p.maxTs
+	p.mu.Unlock()
+	if p.start.Load() >= p.hw.Load() {
+		return -1, -1, nil
+	}
+	off, ts, err := p.OffsetForTime(ctx, maxTs)
+	if err != nil || ts < 0 {
+		return -1, -1, err
+	}
+	return off, ts, nil
+}
+
+// retentionTarget computes the offset retention trims the log to.
+func (p *Partition) retentionTarget(ctx context.Context, now time.Time) (int64, error) {
+	s := p.t.currentSettings()
+	if s.retentionMs < 0 && s.retentionBytes < 0 {
+		return -1, nil
+	}
+	p.mu.Lock()
+	total := p.bytes
+	p.mu.Unlock()
+	hw := p.hw.Load()
+	cutoff := now.UnixMilli() - s.retentionMs
+	target := int64(-1)
+	from := "-"
+	for {
+		r, err := p.t.e.rc.Do(ctx, "XRANGE", p.batchesKey, from, "+", "COUNT", 500)
+		if err != nil {
+			return -1, fmt.Errorf("retention scan: %w", err)
+		}
+		var ents, pair, fields []resp.Reply
+		ents = r.Elems(ents)
+		if len(ents) == 0 {
+			return target, nil
+		}
+		for _, ent := range ents {
+			pair = ent.Elems(pair[:0])
+			if len(pair) != 2 {
+				return target, nil
+			}
+			last, err := parseEntryID(pair[0].Bytes())
+			if err != nil {
+				return target, nil
+			}
+			var t, b int64
+			fields = pair[1].Elems(fields[:0])
+			for i := 0; i+1 < len(fields); i += 2 {
+				v, _ := strconv.ParseInt(string(fields[i+1].Bytes()), 10, 64)
+				switch string(fields[i].Bytes()) {
+				case "t":
+					t = v
+				case "b":
+					b = v
+				}
+			}
+			expired := s.retentionMs >= 0 && t < cutoff
+			// Like Kafka, size retention never leaves less than
+			// retention.bytes behind.
+			tooBig := s.retentionBytes >= 0 && total-b >= s.retentionBytes
+			if !expired && !tooBig {
+				return target, nil
+			}
+			target = min(last+1, hw)
+			from = "(" + strconv.FormatInt(last, 10)
+		}
+	}
+}
+
+// applyRetention trims the log when retention allows it. The trim is
+// committed by the partition's flush, in the same transaction as any
+// append then in flight.
+func (p *Partition) applyRetention(ctx context.Context, now time.Time) error {
+	target, err := p.retentionTarget(ctx, now)
+	if err != nil || target <= p.start.Load() {
+		return err
+	}
+	p.mu.Lock()
+	if target > p.trimTo {
+		p.trimTo = target
+	}
+	start := !p.flushing && !p.closed
+	p.flushing = p.flushing || start
+	p.mu.Unlock()
+	if start {
+		go p.flushLoop()
+	}
+	return nil
+}

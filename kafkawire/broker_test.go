@@ -1,0 +1,117 @@
+package kafkawire_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/korvet/korvet/engine"
+	"github.com/korvet/korvet/internal/testbed"
+	"github.com/korvet/korvet/kafkawire"
+	"github.com/korvet/korvet/resp"
+)
+
+// broker is a korvet (engine + Kafka server) in the test process, on a
+// real redis-server.
+type broker struct {
+	t      testing.TB
+	redis  *testbed.Redis
+	rc     *resp.Client
+	eng    *engine.Engine
+	srv    *kafkawire.Server
+	addr   string
+	cancel context.CancelFunc
+	done   chan error
+	opts   engine.Options
+}
+
+func testLogger() *slog.Logger {
+	if os.Getenv("KORVET_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+func startBroker(t testing.TB, opts engine.Options) *broker {
+	t.Helper()
+	b := &broker{t: t, redis: testbed.StartRedis(t), opts: opts}
+	b.start("127.0.0.1:0")
+	t.Cleanup(b.stop)
+	return b
+}
+
+func (b *broker) start(listen string) {
+	b.t.Helper()
+	rc, err := resp.New(b.redis.URL, resp.Options{})
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	opts := b.opts
+	if opts.Logger == nil {
+		opts.Logger = testLogger()
+	}
+	ctx := context.Background()
+	eng, err := engine.Open(ctx, rc, opts)
+	if err != nil {
+		b.t.Fatalf("open engine: %v", err)
+	}
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	srv := kafkawire.NewServer(eng, kafkawire.Options{AdvertisedHost: "127.0.0.1", AdvertisedPort: int32(port), Logger: opts.Logger, MaxRequestBytes: 8 << 20})
+	sctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(sctx, ln, 5*time.Second) }()
+	b.rc, b.eng, b.srv, b.addr, b.cancel, b.done = rc, eng, srv, ln.Addr().String(), cancel, done
+}
+
+func (b *broker) stop() {
+	if b.cancel == nil {
+		return
+	}
+	b.cancel()
+	if err := <-b.done; err != nil {
+		b.t.Errorf("serve: %v", err)
+	}
+	b.eng.Close()
+	b.rc.Close()
+	b.cancel = nil
+}
+
+// restart stops korvet and starts a fresh one on the same Redis and port:
+// everything it knows must come back from Redis.
+func (b *broker) restart() {
+	b.t.Helper()
+	addr := b.addr
+	b.stop()
+	b.start(addr)
+}
+
+func (b *broker) client(opts ...kgo.Opt) *kgo.Client {
+	b.t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(b.addr), kgo.AllowAutoTopicCreation()}, opts...)...)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	b.t.Cleanup(cl.Close)
+	return cl
+}
+
+func (b *broker) admin() *kadm.Client {
+	return kadm.NewClient(b.client())
+}
+
+func ctxT(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}

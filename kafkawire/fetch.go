@@ -1,0 +1,146 @@
+package kafkawire
+
+import (
+	"context"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/korvet/korvet/engine"
+	"github.com/korvet/korvet/kafkawire/records"
+)
+
+// maxFetchWait bounds how long a fetch may wait for data, whatever the
+// client asks.
+const maxFetchWait = 30 * time.Second
+
+// handleFetch answers a fetch: it reads what is there and, when that is
+// less than min_bytes, waits until a partition it asked for gets new
+// records or max_wait passes. korvet does not keep fetch sessions (it
+// answers session id 0), so clients send full fetch requests.
+func handleFetch(ctx context.Context, c *conn, kreq kmsg.Request) func() kmsg.Response {
+	req := kreq.(*kmsg.FetchRequest)
+	return func() kmsg.Response {
+		eng := c.s.eng
+		wait := min(time.Duration(max(req.MaxWaitMillis, 0))*time.Millisecond, maxFetchWait)
+		deadline := time.Now().Add(wait)
+
+		// Resolve partitions once, and watch them before the first read so
+		// no append between the read and the wait is missed.
+		parts := make([][]*engine.Partition, len(req.Topics))
+		wake := make(chan struct{}, 1)
+		var unwatch []func()
+		defer func() {
+			for _, u := range unwatch {
+				u()
+			}
+		}()
+		for ti := range req.Topics {
+			rt := &req.Topics[ti]
+			var t *engine.Topic
+			if req.Version >= 13 {
+				t = eng.TopicByID(rt.TopicID)
+			} else {
+				t = eng.Topic(rt.Topic)
+			}
+			parts[ti] = make([]*engine.Partition, len(rt.Partitions))
+			if t == nil {
+				continue
+			}
+			for pi := range rt.Partitions {
+				if p := t.Partition(rt.Partitions[pi].Partition); p != nil {
+					parts[ti][pi] = p
+					if wait > 0 {
+						unwatch = append(unwatch, p.Watch(wake))
+					}
+				}
+			}
+		}
+		for {
+			resp, n, failed := fetchOnce(ctx, req, parts)
+			if failed || n >= int(req.MinBytes) || n > 0 && req.MinBytes <= 0 || !time.Now().Before(deadline) {
+				return resp
+			}
+			timer := time.NewTimer(time.Until(deadline))
+			select {
+			case <-wake:
+			case <-timer.C:
+			case <-ctx.Done():
+			}
+			timer.Stop()
+			if ctx.Err() != nil {
+				return resp
+			}
+		}
+	}
+}
+
+// fetchOnce builds a fetch response from what the partitions hold now. It
+// returns the bytes of records included and whether any partition failed
+// (an error answer is returned without waiting).
+func fetchOnce(ctx context.Context, req *kmsg.FetchRequest, parts [][]*engine.Partition) (*kmsg.FetchResponse, int, bool) {
+	resp := req.ResponseKind().(*kmsg.FetchResponse)
+	budget := int(req.MaxBytes)
+	if req.Version < 3 || budget <= 0 {
+		budget = 1 << 30
+	}
+	total := 0
+	failed := false
+	resp.Topics = make([]kmsg.FetchResponseTopic, len(req.Topics))
+	for ti := range req.Topics {
+		rt := &req.Topics[ti]
+		st := &resp.Topics[ti]
+		*st = kmsg.NewFetchResponseTopic()
+		st.Topic, st.TopicID = rt.Topic, rt.TopicID
+		st.Partitions = make([]kmsg.FetchResponseTopicPartition, len(rt.Partitions))
+		for pi := range rt.Partitions {
+			rq := &rt.Partitions[pi]
+			sp := &st.Partitions[pi]
+			*sp = kmsg.NewFetchResponseTopicPartition()
+			sp.Partition = rq.Partition
+			sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = -1, -1, -1
+			p := parts[ti][pi]
+			if p == nil {
+				if req.Version >= 13 {
+					sp.ErrorCode = kerr.UnknownTopicID.Code
+				} else {
+					sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				}
+				failed = true
+				continue
+			}
+			limit := min(int(rq.PartitionMaxBytes), budget)
+			if total == 0 && limit <= 0 {
+				// KIP-74: the first partition returns at least one record
+				// whatever the limits say.
+				limit = 1
+			}
+			hw, start := p.HighWatermark(), p.LogStart()
+			sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = hw, hw, start
+			if limit <= 0 {
+				continue
+			}
+			res, err := p.Read(ctx, rq.FetchOffset, limit)
+			if err != nil {
+				sp.ErrorCode = errorCode(err)
+				failed = true
+				continue
+			}
+			sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = res.HighWatermark, res.HighWatermark, res.LogStart
+			if len(res.Records) > 0 {
+				b, err := records.AppendBatch(nil, res.Records, records.BuildOptions{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, PartitionLeaderEpoch: 0})
+				if err != nil {
+					sp.ErrorCode = kerr.UnknownServerError.Code
+					failed = true
+				} else {
+					sp.RecordBatches = b
+					total += len(b)
+					budget -= len(b)
+				}
+			}
+			res.Release()
+		}
+	}
+	return resp, total, failed
+}

@@ -1,0 +1,75 @@
+package kafkawire
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Special timestamps of ListOffsets.
+const (
+	listLatest        = -1
+	listEarliest      = -2
+	listMaxTimestamp  = -3 // v7+
+	listEarliestLocal = -4 // v8+, KIP-405
+	listLatestTiered  = -5 // v9+
+)
+
+func handleListOffsets(ctx context.Context, c *conn, kreq kmsg.Request) func() kmsg.Response {
+	req := kreq.(*kmsg.ListOffsetsRequest)
+	return func() kmsg.Response {
+		eng := c.s.eng
+		resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
+		resp.Topics = make([]kmsg.ListOffsetsResponseTopic, len(req.Topics))
+		for ti := range req.Topics {
+			rt := &req.Topics[ti]
+			st := &resp.Topics[ti]
+			*st = kmsg.NewListOffsetsResponseTopic()
+			st.Topic = rt.Topic
+			t := eng.Topic(rt.Topic)
+			st.Partitions = make([]kmsg.ListOffsetsResponseTopicPartition, len(rt.Partitions))
+			for pi := range rt.Partitions {
+				rq := &rt.Partitions[pi]
+				sp := &st.Partitions[pi]
+				*sp = kmsg.NewListOffsetsResponseTopicPartition()
+				sp.Partition = rq.Partition
+				sp.Timestamp, sp.Offset, sp.LeaderEpoch = -1, -1, 0
+				if t == nil || t.Partition(rq.Partition) == nil {
+					sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+					continue
+				}
+				p := t.Partition(rq.Partition)
+				var err error
+				switch rq.Timestamp {
+				case listLatest:
+					sp.Offset = p.HighWatermark()
+				case listEarliest, listEarliestLocal:
+					sp.Offset = p.LogStart()
+				case listLatestTiered:
+					sp.Offset = -1 // nothing tiered yet
+				case listMaxTimestamp:
+					sp.Offset, sp.Timestamp, err = p.MaxTimestamp(ctx)
+				default:
+					if rq.Timestamp < 0 {
+						sp.ErrorCode = kerr.InvalidRequest.Code
+						continue
+					}
+					sp.Offset, sp.Timestamp, err = p.OffsetForTime(ctx, rq.Timestamp)
+					if err == nil && sp.Timestamp < 0 && req.Version >= 1 {
+						// No record at or after the time: Kafka answers -1.
+						sp.Offset = -1
+					}
+				}
+				if err != nil {
+					sp.ErrorCode = errorCode(err)
+					continue
+				}
+				if req.Version == 0 {
+					sp.OldStyleOffsets = []int64{sp.Offset}
+				}
+			}
+		}
+		return resp
+	}
+}

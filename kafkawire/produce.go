@@ -1,0 +1,136 @@
+package kafkawire
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/korvet/korvet/engine"
+	"github.com/korvet/korvet/engine/record"
+	"github.com/korvet/korvet/kafkawire/records"
+)
+
+// maxDecompressed bounds what one partition's records may decompress to.
+const maxDecompressed = 64 << 20
+
+// produceWait is a partition append the response waits for.
+type produceWait struct {
+	rp   *kmsg.ProduceResponseTopicPartition
+	p    *engine.Partition
+	pend *engine.Pending
+	dec  *records.Decoder
+}
+
+// handleProduce decodes every partition's batches and queues them on the
+// partitions right away, in request order; the returned func waits for
+// Redis to commit them.
+func handleProduce(ctx context.Context, c *conn, kreq kmsg.Request) func() kmsg.Response {
+	req := kreq.(*kmsg.ProduceRequest)
+	eng := c.s.eng
+	resp := req.ResponseKind().(*kmsg.ProduceResponse)
+	var waits []produceWait
+	resp.Topics = make([]kmsg.ProduceResponseTopic, len(req.Topics))
+	for ti := range req.Topics {
+		rt := &req.Topics[ti]
+		st := &resp.Topics[ti]
+		*st = kmsg.NewProduceResponseTopic()
+		st.Topic, st.TopicID = rt.Topic, rt.TopicID
+		var t *engine.Topic
+		terr := int16(0)
+		if req.Version >= 13 {
+			if t = eng.TopicByID(rt.TopicID); t == nil {
+				terr = kerr.UnknownTopicID.Code
+			}
+		} else {
+			var err error
+			if t, err = eng.EnsureTopic(ctx, rt.Topic); err != nil {
+				terr = errorCode(err)
+			}
+		}
+		st.Partitions = make([]kmsg.ProduceResponseTopicPartition, len(rt.Partitions))
+		for pi := range rt.Partitions {
+			rq := &rt.Partitions[pi]
+			rp := &st.Partitions[pi]
+			*rp = kmsg.NewProduceResponseTopicPartition()
+			rp.Partition = rq.Partition
+			rp.BaseOffset, rp.LogAppendTime, rp.LogStartOffset = -1, -1, -1
+			if terr != 0 {
+				rp.ErrorCode = terr
+				continue
+			}
+			p := t.Partition(rq.Partition)
+			if p == nil {
+				rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				continue
+			}
+			if max := t.MaxMessageBytes(); int64(len(rq.Records)) > max+61 {
+				// A lone record batch may be up to max.message.bytes plus
+				// its header, as in Kafka.
+				rp.ErrorCode = kerr.MessageTooLarge.Code
+				rp.ErrorMessage = errMsg(fmt.Errorf("%d bytes of records exceed max.message.bytes %d of topic %s", len(rq.Records), max, t.Name()))
+				continue
+			}
+			dec := c.s.decoders.Get().(*records.Decoder)
+			recs, err := decodeProduce(dec, rq.Records, t)
+			if err != nil {
+				c.s.decoders.Put(dec)
+				rp.ErrorCode = errorCode(err)
+				rp.ErrorMessage = errMsg(err)
+				c.s.log.Debug("produce rejected", "topic", t.Name(), "partition", rq.Partition, "err", err)
+				continue
+			}
+			waits = append(waits, produceWait{rp: rp, p: p, pend: p.Append(recs), dec: dec})
+		}
+	}
+	return func() kmsg.Response {
+		for _, w := range waits {
+			base, lat, err := w.pend.Wait(ctx)
+			if err == nil {
+				w.rp.BaseOffset, w.rp.LogAppendTime = base, lat
+			} else {
+				w.rp.ErrorCode = errorCode(err)
+				w.rp.ErrorMessage = errMsg(err)
+			}
+			w.rp.LogStartOffset = w.p.LogStart()
+			c.s.decoders.Put(w.dec)
+		}
+		if req.Acks == 0 {
+			return nil
+		}
+		return resp
+	}
+}
+
+// decodeProduce decodes and checks a partition's record batches. The
+// records point into dec's buffers.
+func decodeProduce(dec *records.Decoder, b []byte, t *engine.Topic) ([]record.Record, error) {
+	batches, err := dec.Decode(b, nil)
+	if err != nil {
+		return nil, fmt.Errorf("records for %s: %w", t.Name(), err)
+	}
+	var recs []record.Record
+	for i := range batches {
+		bt := &batches[i]
+		if bt.Transactional() || bt.Control() {
+			return nil, fmt.Errorf("%w: transactional batches are not supported", engine.ErrInvalidRecord)
+		}
+		if len(batches) == 1 {
+			recs = bt.Records
+		} else {
+			recs = append(recs, bt.Records...)
+		}
+	}
+	if len(recs) == 0 {
+		return nil, fmt.Errorf("%w: no records", records.ErrCorrupt)
+	}
+	if t.Compacted() {
+		for i := range recs {
+			if recs[i].Key == nil {
+				return nil, fmt.Errorf("%w: compacted topic %s needs a key on every record", engine.ErrInvalidRecord, t.Name())
+			}
+		}
+	}
+	return recs, nil
+}

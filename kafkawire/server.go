@@ -1,0 +1,372 @@
+// Package kafkawire is korvet's Kafka protocol server: framing, request
+// headers and one file per Kafka API. Requests are decoded with kmsg and
+// answered by calling the engine; this package never talks to Redis.
+package kafkawire
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/korvet/korvet/engine"
+	"github.com/korvet/korvet/kafkawire/records"
+)
+
+// Options configure a Server.
+type Options struct {
+	// MaxRequestBytes bounds one request frame; a larger frame closes the
+	// connection. Default 100 MiB (Kafka's socket.request.max.bytes).
+	MaxRequestBytes int32
+	// AdvertisedHost and AdvertisedPort are what Metadata tells clients.
+	AdvertisedHost string
+	AdvertisedPort int32
+	// NodeID is this broker's id. Default 0.
+	NodeID int32
+	// MaxInFlight bounds the requests one connection may have in flight:
+	// beyond it korvet stops reading from that connection. Default 64.
+	MaxInFlight int
+	// MaxConnections bounds concurrent connections; 0 means 10000.
+	MaxConnections int
+	Logger         *slog.Logger
+}
+
+// Server serves the Kafka protocol for an engine.
+type Server struct {
+	eng  *engine.Engine
+	opts Options
+	log  *slog.Logger
+
+	apis     map[int16]apiDef
+	decoders sync.Pool // *records.Decoder
+
+	mu    sync.Mutex
+	conns map[*conn]struct{}
+	wg    sync.WaitGroup
+
+	// Connected counts open client connections (for the status page).
+	Connected atomic.Int64
+}
+
+// NewServer returns a Server for eng.
+func NewServer(eng *engine.Engine, opts Options) *Server {
+	if opts.MaxRequestBytes <= 0 {
+		opts.MaxRequestBytes = 100 << 20
+	}
+	if opts.MaxInFlight <= 0 {
+		opts.MaxInFlight = 64
+	}
+	if opts.MaxConnections <= 0 {
+		opts.MaxConnections = 10000
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	s := &Server{eng: eng, opts: opts, log: opts.Logger, conns: make(map[*conn]struct{}), apis: apiTable()}
+	s.decoders.New = func() any { return &records.Decoder{MaxDecompressed: maxDecompressed} }
+	return s
+}
+
+// Serve accepts connections on ln until ctx is cancelled, then stops
+// reading new requests, lets in-flight ones finish (bounded by drain) and
+// returns.
+func (s *Server) Serve(ctx context.Context, ln net.Listener, drain time.Duration) error {
+	stop := context.AfterFunc(ctx, func() { ln.Close() })
+	defer stop()
+	var err error
+	for {
+		nc, aerr := ln.Accept()
+		if aerr != nil {
+			if ctx.Err() == nil {
+				err = fmt.Errorf("kafka listener: %w", aerr)
+			}
+			break
+		}
+		if s.Connected.Load() >= int64(s.opts.MaxConnections) {
+			s.log.Warn("connection refused: max_connections reached", "remote", nc.RemoteAddr(), "max", s.opts.MaxConnections)
+			nc.Close()
+			continue
+		}
+		c := s.newConn(nc)
+		s.mu.Lock()
+		s.conns[c] = struct{}{}
+		s.mu.Unlock()
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			c.serve(ctx)
+			s.mu.Lock()
+			delete(s.conns, c)
+			s.mu.Unlock()
+		}()
+	}
+	// Stop reading: each connection finishes what it has read.
+	s.mu.Lock()
+	for c := range s.conns {
+		c.stopReading()
+	}
+	s.mu.Unlock()
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(drain):
+		s.log.Warn("drain timed out; closing connections")
+		s.mu.Lock()
+		for c := range s.conns {
+			c.nc.Close()
+		}
+		s.mu.Unlock()
+		<-done
+	}
+	return err
+}
+
+// slot is one request's place in its connection's response order.
+type slot struct {
+	done   chan struct{}
+	frame  []byte // the encoded response frame, or nil for no response
+	closer bool   // close the connection instead of answering
+}
+
+type conn struct {
+	s       *Server
+	nc      net.Conn
+	out     chan *slot
+	reading atomic.Bool
+	// clientID is the last request's client id, for logs.
+	clientID string
+}
+
+func (s *Server) newConn(nc net.Conn) *conn {
+	c := &conn{s: s, nc: nc, out: make(chan *slot, s.opts.MaxInFlight)}
+	c.reading.Store(true)
+	return c
+}
+
+func (c *conn) stopReading() {
+	c.reading.Store(false)
+	// Unblock a pending read; the reader sees reading==false and stops.
+	_ = c.nc.SetReadDeadline(time.Now())
+}
+
+func (c *conn) serve(parent context.Context) {
+	c.s.Connected.Add(1)
+	defer c.s.Connected.Add(-1)
+	// The connection's context outlives the server's: in-flight requests
+	// finish during a drain. It ends when the connection does.
+	ctx, cancel := context.WithCancel(context.WithoutCancel(parent))
+	defer cancel()
+	writerDone := make(chan struct{})
+	go func() {
+		defer close(writerDone)
+		c.writeLoop()
+		cancel()
+	}()
+	c.readLoop(ctx)
+	close(c.out)
+	<-writerDone
+	c.nc.Close()
+}
+
+func (c *conn) readLoop(ctx context.Context) {
+	br := bufio.NewReaderSize(c.nc, 64<<10)
+	var hdr [4]byte
+	for c.reading.Load() {
+		if _, err := io.ReadFull(br, hdr[:]); err != nil {
+			if c.reading.Load() && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+				c.s.log.Debug("connection read failed", "remote", c.nc.RemoteAddr(), "err", err)
+			}
+			return
+		}
+		size := int32(binary.BigEndian.Uint32(hdr[:]))
+		if size < 8 || size > c.s.opts.MaxRequestBytes {
+			c.s.log.Warn("closing connection: bad request size", "remote", c.nc.RemoteAddr(), "size", size, "max_request_bytes", c.s.opts.MaxRequestBytes)
+			return
+		}
+		body := make([]byte, size)
+		if _, err := io.ReadFull(br, body); err != nil {
+			c.s.log.Debug("connection read failed mid-request", "remote", c.nc.RemoteAddr(), "err", err)
+			return
+		}
+		sl := &slot{done: make(chan struct{})}
+		if !c.dispatch(ctx, body, sl) {
+			return
+		}
+	}
+}
+
+// dispatch decodes one request and starts answering it. It returns false
+// when the connection must be closed.
+func (c *conn) dispatch(ctx context.Context, body []byte, sl *slot) bool {
+	h, req, err := parseRequest(body)
+	if err != nil {
+		c.s.log.Warn("closing connection: malformed request", "remote", c.nc.RemoteAddr(), "client", c.clientID, "err", err)
+		return false
+	}
+	c.clientID = h.clientID
+	api, ok := c.s.apis[h.key]
+	if !ok || h.version < api.min || h.version > api.max {
+		if h.key == apiVersionsKey {
+			// Clients probe with versions newer than ours and expect a
+			// v0 answer listing what we support (KIP-511).
+			r := c.s.apiVersionsResponse(0)
+			r.ErrorCode = errUnsupportedVersion
+			sl.frame = encodeResponse(h.correlation, false, r)
+			close(sl.done)
+			c.out <- sl
+			return true
+		}
+		c.s.log.Warn("closing connection: unsupported request", "remote", c.nc.RemoteAddr(), "client", c.clientID, "api", kmsg.NameForKey(h.key), "key", h.key, "version", h.version)
+		return false
+	}
+	if req == nil {
+		c.s.log.Warn("closing connection: request failed to decode", "remote", c.nc.RemoteAddr(), "api", kmsg.NameForKey(h.key), "version", h.version)
+		return false
+	}
+	// The slot goes into the queue before any work starts, so responses
+	// leave in request order however long each takes.
+	c.out <- sl
+	finish := api.handle(ctx, c, req)
+	go func() {
+		defer close(sl.done)
+		defer func() {
+			if r := recover(); r != nil {
+				c.s.log.Error("handler panic; closing connection", "api", kmsg.NameForKey(h.key), "panic", r)
+				sl.closer = true
+			}
+		}()
+		resp := finish()
+		if resp == nil {
+			return // acks=0 produce: no answer
+		}
+		sl.frame = encodeResponse(h.correlation, h.flexibleResponse(), resp)
+	}()
+	return true
+}
+
+func (c *conn) writeLoop() {
+	bw := bufio.NewWriterSize(c.nc, 64<<10)
+	broken := false
+	for sl := range c.out {
+		<-sl.done
+		if broken {
+			continue
+		}
+		if sl.closer {
+			broken = true
+			c.nc.Close()
+			continue
+		}
+		if sl.frame != nil {
+			if _, err := bw.Write(sl.frame); err != nil {
+				broken = true
+				c.nc.Close()
+				continue
+			}
+		}
+		if len(c.out) == 0 {
+			if err := bw.Flush(); err != nil {
+				broken = true
+				c.nc.Close()
+			}
+		}
+	}
+	if !broken {
+		_ = bw.Flush()
+	}
+}
+
+// header is a decoded request header.
+type header struct {
+	key, version int16
+	correlation  int32
+	clientID     string
+	flexible     bool
+}
+
+// flexibleResponse says whether the response header carries tagged
+// fields; ApiVersions never does, so that any client can read it.
+func (h header) flexibleResponse() bool { return h.flexible && h.key != apiVersionsKey }
+
+// parseRequest decodes the request header and, when the API and version
+// are known to kmsg, the body. req is nil when kmsg does not know them.
+func parseRequest(b []byte) (header, kmsg.Request, error) {
+	var h header
+	if len(b) < 10 {
+		return h, nil, fmt.Errorf("request of %d bytes is shorter than a header", len(b))
+	}
+	h.key = int16(binary.BigEndian.Uint16(b))
+	h.version = int16(binary.BigEndian.Uint16(b[2:]))
+	h.correlation = int32(binary.BigEndian.Uint32(b[4:]))
+	idLen := int16(binary.BigEndian.Uint16(b[8:]))
+	b = b[10:]
+	if idLen > 0 {
+		if int(idLen) > len(b) {
+			return h, nil, fmt.Errorf("client id length %d overruns request", idLen)
+		}
+		h.clientID = string(b[:idLen])
+		b = b[idLen:]
+	}
+	req := kmsg.RequestForKey(h.key)
+	if req == nil || h.version < 0 || h.version > req.MaxVersion() {
+		return h, nil, nil
+	}
+	req.SetVersion(h.version)
+	h.flexible = req.IsFlexible()
+	if h.flexible {
+		rest, err := skipTags(b)
+		if err != nil {
+			return h, nil, fmt.Errorf("request header tags: %w", err)
+		}
+		b = rest
+	}
+	if err := req.ReadFrom(b); err != nil {
+		return h, nil, fmt.Errorf("decode %s v%d: %w", kmsg.NameForKey(h.key), h.version, err)
+	}
+	return h, req, nil
+}
+
+// skipTags skips a tagged-field section.
+func skipTags(b []byte) ([]byte, error) {
+	n, w := binary.Uvarint(b)
+	if w <= 0 {
+		return nil, errors.New("bad tag count")
+	}
+	b = b[w:]
+	for i := uint64(0); i < n; i++ {
+		_, w := binary.Uvarint(b)
+		if w <= 0 {
+			return nil, errors.New("bad tag")
+		}
+		b = b[w:]
+		size, w := binary.Uvarint(b)
+		if w <= 0 || size > uint64(len(b)-w) {
+			return nil, errors.New("bad tag size")
+		}
+		b = b[w+int(size):]
+	}
+	return b, nil
+}
+
+// encodeResponse frames a response: size, correlation id, an empty tag
+// section for flexible headers, then the body.
+func encodeResponse(correlation int32, flexible bool, r kmsg.Response) []byte {
+	buf := make([]byte, 8, 256)
+	binary.BigEndian.PutUint32(buf[4:], uint32(correlation))
+	if flexible {
+		buf = append(buf, 0)
+	}
+	buf = r.AppendTo(buf)
+	binary.BigEndian.PutUint32(buf, uint32(len(buf)-4))
+	return buf
+}

@@ -1,0 +1,274 @@
+package resp
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/tidwall/redcon"
+)
+
+const (
+	// minRead is the smallest free space handed to Read: big chunks keep
+	// syscalls few for large replies.
+	minRead = 64 << 10
+	// maxDepth bounds array nesting. Redis replies nest a handful of levels;
+	// the bound keeps redcon's recursive parsing off deep stacks.
+	maxDepth = 64
+	// maxHeader bounds the line of an integer, bulk or array header.
+	maxHeader = 32
+	// maxPregrow caps how much a bulk length announced by the server may
+	// grow the buffer ahead of the data actually arriving.
+	maxPregrow = 64 << 20
+)
+
+// errDisagree means redcon.ReadNextRESP rejected a reply the framer
+// accepted: a bug in the framer, which the fuzz test watches for.
+var errDisagree = errors.New("reply framing disagrees with redcon")
+
+// errProtocol is a reply that breaks RESP2.
+type errProtocol struct{ msg string }
+
+func (e *errProtocol) Error() string { return "protocol error: " + e.msg }
+
+// framer finds where top-level replies end, incrementally: each byte is
+// examined once however many reads a reply takes, so a huge reply costs
+// O(n), and invalid input is told apart from incomplete input (which
+// redcon.ReadNextRESP cannot do). It is at least as strict as
+// ReadNextRESP, so ReadNextRESP never fails or panics (it does on bulk
+// lengths near MaxInt64) on a frame the framer accepted.
+type framer struct {
+	max   int // largest top-level reply, bytes
+	start int // offset of the unfinished top-level reply
+	pos   int // next byte to examine
+	scan  int // where the search for '\n' resumes in the current line
+	body  int // >0: bytes of bulk payload+CRLF still to skip
+	depth int
+	left  [maxDepth]int // elements still due in each open array
+}
+
+func (f *framer) reset(max int) {
+	*f = framer{max: max}
+}
+
+// need reports how many bytes beyond buffered ones the unfinished reply
+// is known to need: the rest of a bulk payload.
+func (f *framer) need(buffered int) int {
+	if f.body == 0 {
+		return 0
+	}
+	return max(0, f.pos+f.body-buffered)
+}
+
+// advance examines buf[f.pos:] and appends the end offset of each
+// top-level reply completed to ends.
+func (f *framer) advance(buf []byte, ends []int) ([]int, error) {
+	for {
+		if f.body > 0 {
+			if len(buf)-f.pos < f.body {
+				return ends, f.checkSize(len(buf))
+			}
+			f.pos += f.body
+			f.body = 0
+			if buf[f.pos-2] != '\r' || buf[f.pos-1] != '\n' {
+				return ends, &errProtocol{"bulk string not terminated by CRLF"}
+			}
+		} else {
+			if f.pos >= len(buf) {
+				return ends, nil
+			}
+			done, err := f.element(buf)
+			if err != nil || !done {
+				return ends, err
+			}
+			if f.body > 0 {
+				continue
+			}
+		}
+		if err := f.checkSize(f.pos); err != nil {
+			return ends, err
+		}
+		// An element ended: close every array it completes.
+		for f.depth > 0 {
+			f.left[f.depth-1]--
+			if f.left[f.depth-1] > 0 {
+				break
+			}
+			f.depth--
+		}
+		if f.depth == 0 {
+			ends = append(ends, f.pos)
+			f.start = f.pos
+		}
+	}
+}
+
+func (f *framer) checkSize(end int) error {
+	if end-f.start > f.max {
+		return fmt.Errorf("reply larger than MaxReplyBytes (%d)", f.max)
+	}
+	return nil
+}
+
+// element parses header lines from f.pos, pushing a level for each
+// non-empty array header, until it reaches a scalar, a bulk header (its
+// payload, f.body bytes, then follows), a null or an empty array: then
+// done is true. done is false when the input ends mid-line.
+func (f *framer) element(buf []byte) (done bool, err error) {
+	for {
+		if f.pos >= len(buf) {
+			return false, nil
+		}
+		typ := buf[f.pos]
+		switch typ {
+		case redcon.String, redcon.Error, redcon.Integer, redcon.Bulk, redcon.Array:
+		default:
+			return false, &errProtocol{fmt.Sprintf("unexpected byte %q at start of reply", typ)}
+		}
+		if f.scan <= f.pos {
+			f.scan = f.pos + 1
+		}
+		nl := bytes.IndexByte(buf[f.scan:], '\n')
+		if nl < 0 {
+			f.scan = len(buf)
+			if typ != redcon.String && typ != redcon.Error && len(buf)-f.pos > maxHeader {
+				return false, &errProtocol{"header line too long"}
+			}
+			return false, f.checkSize(len(buf))
+		}
+		eol := f.scan + nl // index of '\n'
+		if eol-1 <= f.pos || buf[eol-1] != '\r' {
+			return false, &errProtocol{"line not terminated by CRLF"}
+		}
+		line := buf[f.pos+1 : eol-1]
+		next := eol + 1
+		switch typ {
+		case redcon.String, redcon.Error:
+			f.pos = next
+			return true, nil
+		case redcon.Integer:
+			if !validInt(line) {
+				return false, &errProtocol{fmt.Sprintf("bad integer %q", line)}
+			}
+			f.pos = next
+			return true, nil
+		}
+		n, ok := parseLen(line)
+		if !ok {
+			return false, &errProtocol{fmt.Sprintf("bad length %q", line)}
+		}
+		if n > f.max {
+			return false, fmt.Errorf("reply larger than MaxReplyBytes (%d): length %d", f.max, n)
+		}
+		f.pos = next
+		if typ == redcon.Bulk {
+			if n >= 0 {
+				f.body = n + 2
+				if err := f.checkSize(f.pos + f.body); err != nil {
+					return false, err
+				}
+			}
+			return true, nil
+		}
+		if n <= 0 { // null or empty array
+			return true, nil
+		}
+		if f.depth == maxDepth {
+			return false, &errProtocol{fmt.Sprintf("arrays nested deeper than %d", maxDepth)}
+		}
+		f.left[f.depth] = n
+		f.depth++
+		if err := f.checkSize(f.pos); err != nil {
+			return false, err
+		}
+	}
+}
+
+// validInt accepts what Redis sends for integers: -?[0-9]{1,20}.
+func validInt(b []byte) bool {
+	if len(b) > 0 && b[0] == '-' {
+		b = b[1:]
+	}
+	if len(b) == 0 || len(b) > 20 {
+		return false
+	}
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// parseLen accepts "-1" (null) or a non-negative decimal short enough not
+// to overflow.
+func parseLen(b []byte) (int, bool) {
+	if len(b) == 2 && b[0] == '-' && b[1] == '1' {
+		return -1, true
+	}
+	if len(b) == 0 || len(b) > 18 {
+		return 0, false
+	}
+	n := 0
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n, true
+}
+
+// readReplies reads exactly want top-level replies from r into rs. Bytes
+// past the last reply are reported by trailing=true (the caller must not
+// reuse the connection: it is out of step).
+func readReplies(r io.Reader, rs *Replies, want, maxReply int) (trailing bool, err error) {
+	rs.buf = rs.buf[:0]
+	rs.ends = rs.ends[:0]
+	rs.list = rs.list[:0]
+	f := &rs.fr
+	f.reset(maxReply)
+	for len(rs.ends) < want {
+		free := cap(rs.buf) - len(rs.buf)
+		if need := min(f.need(len(rs.buf)), maxPregrow); free < minRead || free < need {
+			rs.grow(max(minRead, need))
+		}
+		n, rerr := r.Read(rs.buf[len(rs.buf):cap(rs.buf)])
+		if n > 0 {
+			rs.buf = rs.buf[:len(rs.buf)+n]
+			if rs.ends, err = f.advance(rs.buf, rs.ends); err != nil {
+				return false, err
+			}
+		}
+		if rerr != nil && len(rs.ends) < want {
+			if rerr == io.EOF {
+				if len(rs.buf) == 0 {
+					return false, fmt.Errorf("connection closed by server: %w", io.EOF)
+				}
+				return false, fmt.Errorf("connection closed mid-reply: %w", io.ErrUnexpectedEOF)
+			}
+			return false, rerr
+		}
+	}
+	last := 0
+	if want > 0 {
+		last = rs.ends[want-1]
+	}
+	trailing = len(rs.ends) > want || len(rs.buf) > last
+	rs.ends = rs.ends[:want]
+	if cap(rs.list) < want {
+		rs.list = make([]Reply, 0, max(want, 2*cap(rs.list)))
+	}
+	start := 0
+	for _, end := range rs.ends {
+		frame := rs.buf[start:end:end]
+		n, resp := redcon.ReadNextRESP(frame)
+		if n != len(frame) {
+			return false, fmt.Errorf("%w at %q", errDisagree, frame[:min(len(frame), 64)])
+		}
+		rs.list = append(rs.list, Reply{resp})
+		start = end
+	}
+	return trailing, nil
+}

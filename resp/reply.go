@@ -1,0 +1,169 @@
+package resp
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+
+	"github.com/tidwall/redcon"
+)
+
+// Reply is one RESP2 reply. Its slices point into the buffer of the
+// Replies it came from (Client.Do returns copies).
+type Reply struct{ redcon.RESP }
+
+// Err returns the reply as an *Error if it is an error reply, else nil.
+func (r Reply) Err() error {
+	if r.Type != redcon.Error {
+		return nil
+	}
+	return parseError(r.Data)
+}
+
+// IsNil reports a null bulk string ($-1) or a null array (*-1), as opposed
+// to an empty one ($0, *0).
+func (r Reply) IsNil() bool {
+	return (r.Type == redcon.Bulk || r.Type == redcon.Array) && len(r.Raw) > 1 && r.Raw[1] == '-'
+}
+
+// IsNilArray reports a null array (*-1): EXEC aborted by WATCH, or a
+// blocking read that timed out.
+func (r Reply) IsNilArray() bool {
+	return r.Type == redcon.Array && r.Count < 0
+}
+
+// Int returns an integer reply, or a bulk or simple string holding a
+// decimal integer.
+func (r Reply) Int() (int64, error) {
+	switch r.Type {
+	case redcon.Integer, redcon.Bulk, redcon.String:
+		if r.IsNil() {
+			return 0, errors.New("resp: nil reply is not an integer")
+		}
+		v, err := strconv.ParseInt(string(r.Data), 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("resp: reply is not an integer: %w", err)
+		}
+		return v, nil
+	case redcon.Error:
+		return 0, r.Err()
+	}
+	return 0, fmt.Errorf("resp: %s reply is not an integer", typeName(r.Type))
+}
+
+// Bytes returns the payload of a bulk, simple string, integer or error
+// reply; nil for a null.
+func (r Reply) Bytes() []byte {
+	if r.Type == redcon.Array {
+		return nil
+	}
+	return r.Data
+}
+
+// Len returns the number of elements of an array reply; 0 for a null or
+// a non-array.
+func (r Reply) Len() int {
+	if r.Type != redcon.Array || r.Count < 0 {
+		return 0
+	}
+	return r.Count
+}
+
+// ForEach calls fn with each element of an array reply until fn returns
+// false.
+func (r Reply) ForEach(fn func(Reply) bool) {
+	data := r.Data
+	for i := 0; i < r.Len(); i++ {
+		n, e := redcon.ReadNextRESP(data)
+		if n == 0 {
+			return // only for a Reply not made by this package
+		}
+		if !fn(Reply{e}) {
+			return
+		}
+		data = data[n:]
+	}
+}
+
+// Elems appends the elements of an array reply to dst.
+func (r Reply) Elems(dst []Reply) []Reply {
+	r.ForEach(func(e Reply) bool {
+		dst = append(dst, e)
+		return true
+	})
+	return dst
+}
+
+func typeName(t redcon.Type) string {
+	switch t {
+	case redcon.String:
+		return "simple string"
+	case redcon.Error:
+		return "error"
+	case redcon.Integer:
+		return "integer"
+	case redcon.Bulk:
+		return "bulk string"
+	case redcon.Array:
+		return "array"
+	}
+	return "empty"
+}
+
+// clone returns a copy of r that shares no memory with the read buffer.
+func (r Reply) clone() Reply {
+	if r.Type == 0 {
+		return r
+	}
+	raw := append([]byte(nil), r.Raw...)
+	_, c := redcon.ReadNextRESP(raw)
+	return Reply{c}
+}
+
+// Replies holds the replies of one Exec and the buffer they point into.
+type Replies struct {
+	buf  []byte
+	ends []int // end offset of each reply in buf
+	list []Reply
+	fr   framer
+	pool *sync.Pool
+	// released makes a second Release a no-op instead of pooling r twice.
+	released bool
+}
+
+// maxPooledBuf keeps a rare huge reply from pinning its buffer in the pool.
+const maxPooledBuf = 4 << 20
+
+// Len returns the number of replies, one per command.
+func (r *Replies) Len() int { return len(r.list) }
+
+// At returns the reply to command i.
+func (r *Replies) At(i int) Reply { return r.list[i] }
+
+// Release hands the buffers back for reuse. Neither r nor any Reply taken
+// from it may be used afterwards.
+func (r *Replies) Release() {
+	if r == nil || r.pool == nil || r.released {
+		return
+	}
+	r.released = true
+	if cap(r.buf) > maxPooledBuf {
+		r.buf = nil
+		r.list = nil
+		r.ends = nil
+	}
+	clear(r.list) // drop references into buf early
+	r.list = r.list[:0]
+	r.pool.Put(r)
+}
+
+// grow makes room for at least n more bytes.
+func (r *Replies) grow(n int) {
+	if cap(r.buf)-len(r.buf) >= n {
+		return
+	}
+	nb := make([]byte, len(r.buf), max(2*cap(r.buf), len(r.buf)+n))
+	copy(nb, r.buf)
+	r.buf = nb
+}
