@@ -48,10 +48,10 @@ type Options struct {
 
 // Engine holds all topics. Create it with Open; it is safe for concurrent use.
 type Engine struct {
-	rc     *resp.Client
-	opts   Options
-	k      keys
-	log    *slog.Logger
+	rc      *resp.Client
+	opts    Options
+	k       keys
+	log     *slog.Logger
 	cluster string
 
 	mu     sync.RWMutex
@@ -62,8 +62,10 @@ type Engine struct {
 	// takes it.
 	createMu sync.Mutex
 
-	stop chan struct{}
-	wg   sync.WaitGroup
+	// bg is the context of background work; Close cancels it.
+	bg     context.Context
+	stopBg context.CancelFunc
+	wg     sync.WaitGroup
 }
 
 // Open loads the topics stored in Redis and starts background work
@@ -94,8 +96,8 @@ func Open(ctx context.Context, rc *resp.Client, opts Options) (*Engine, error) {
 		log:    opts.Logger,
 		topics: make(map[string]*Topic),
 		byID:   make(map[[16]byte]*Topic),
-		stop:   make(chan struct{}),
 	}
+	e.bg, e.stopBg = context.WithCancel(context.WithoutCancel(ctx))
 	if err := e.loadCluster(ctx); err != nil {
 		return nil, err
 	}
@@ -109,7 +111,7 @@ func Open(ctx context.Context, rc *resp.Client, opts Options) (*Engine, error) {
 
 // Close stops background work. In-flight appends finish first.
 func (e *Engine) Close() {
-	close(e.stop)
+	e.stopBg()
 	e.wg.Wait()
 }
 
@@ -333,11 +335,11 @@ func (e *Engine) retentionLoop() {
 	defer tick.Stop()
 	for {
 		select {
-		case <-e.stop:
+		case <-e.bg.Done():
 			return
 		case <-tick.C:
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		ctx, cancel := context.WithTimeout(e.bg, time.Minute)
 		for _, t := range e.Topics() {
 			for _, p := range t.Partitions() {
 				if err := p.applyRetention(ctx, time.Now()); err != nil {

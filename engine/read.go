@@ -285,7 +285,7 @@ func (p *Partition) retentionTarget(ctx context.Context, now time.Time) (int64, 
 				return target, nil
 			}
 			target = min(last+1, hw)
-			from = "(" + strconv.FormatInt(last, 10)
+			from = "(" + strconv.FormatInt(last, 10) + "-1"
 		}
 	}
 }

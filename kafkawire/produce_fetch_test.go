@@ -17,7 +17,9 @@ import (
 // flattened and JSON that cannot, binary, empty and null keys and values,
 // duplicate and null-valued headers, odd timestamps.
 func testRecords(topic string, partitions int32) []*kgo.Record {
-	base := time.UnixMilli(1_700_000_000_123)
+	// Recent timestamps: older ones would fall to the default 7-day
+	// retention.ms, as in Kafka.
+	base := time.Now().Add(-time.Hour).Truncate(time.Millisecond)
 	vals := [][]byte{
 		[]byte(`{"user":"u-1","amount":12.50,"tags":["a", "b"],"nested":{"x": null}}`),
 		[]byte(`{ "spaced": true }`),
@@ -220,7 +222,7 @@ func TestFetchWakesOnProduce(t *testing.T) {
 func TestListOffsets(t *testing.T) {
 	b := startBroker(t, engine.Options{AutoCreateTopics: true})
 	cl := b.client(kgo.DefaultProduceTopic("lo"))
-	base := time.UnixMilli(1_600_000_000_000)
+	base := time.Now().Add(-time.Hour).Truncate(time.Millisecond)
 	var recs []*kgo.Record
 	for i := 0; i < 100; i++ {
 		recs = append(recs, &kgo.Record{Value: []byte{byte(i)}, Timestamp: base.Add(time.Duration(i) * time.Second)})

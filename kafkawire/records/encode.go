@@ -21,9 +21,9 @@ import (
 type BuildOptions struct {
 	Compression Compression
 	// HasProducer writes ProducerID, ProducerEpoch and BaseSequence as
-	// given; without it they are -1, a batch of no idempotent producer.
-	// A flag rather than -1 defaults keeps the zero BuildOptions right
-	// and producer ID 0 expressible.
+	// given; without it they are -1, a batch of no idempotent producer,
+	// and must be left 0 or -1. A flag rather than -1 defaults keeps the
+	// zero BuildOptions right and producer ID 0 expressible.
 	HasProducer   bool
 	ProducerID    int64
 	ProducerEpoch int16
@@ -67,6 +67,10 @@ func (e *Encoder) AppendBatch(dst []byte, recs []record.Record, opts BuildOption
 	}
 	if opts.Compression < None || opts.Compression > Zstd {
 		return dst, fmt.Errorf("building record batch: compression codec %d: %w", opts.Compression, ErrUnsupported)
+	}
+	if !opts.HasProducer && (producerFieldSet(opts.ProducerID) || producerFieldSet(int64(opts.ProducerEpoch)) || producerFieldSet(int64(opts.BaseSequence))) {
+		// Rather than silently write -1 over them.
+		return dst, errors.New("building record batch: producer fields set without HasProducer")
 	}
 	if opts.Attributes&AttrCompressionMask != 0 {
 		return dst, fmt.Errorf("building record batch: attributes %#x carry codec bits; use Compression", opts.Attributes)
@@ -125,6 +129,10 @@ func (e *Encoder) AppendBatch(dst []byte, recs []record.Record, opts BuildOption
 	be.PutUint32(h[offCRC:], crc32.Checksum(dst[start+offAttributes:], castagnoli))
 	return dst, nil
 }
+
+// producerFieldSet reports whether a producer field holds a value other
+// than the "none" a caller may write without HasProducer: 0 or -1.
+func producerFieldSet(v int64) bool { return v != 0 && v != -1 }
 
 // RecordEncodedSize is the size of r encoded in a batch with the given
 // deltas from the batch's base offset and first timestamp, length prefix

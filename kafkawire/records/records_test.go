@@ -119,6 +119,11 @@ func TestAppendBatchDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// -1s without the flag, as callers may spell "no producer", are fine.
+	b2, err := AppendBatch(nil, recs, BuildOptions{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1})
+	if err != nil || !bytes.Equal(b, b2) {
+		t.Fatalf("explicit -1s: %v", err)
+	}
 	kb, _, _ := kmsgRead(t, b)
 	if kb.ProducerID != -1 || kb.ProducerEpoch != -1 || kb.FirstSequence != -1 || kb.Attributes != 0 || kb.PartitionLeaderEpoch != 0 {
 		t.Fatalf("defaults: %+v", kb)
@@ -147,6 +152,8 @@ func TestAppendBatchErrors(t *testing.T) {
 		{"int64 overflow", []record.Record{{Offset: math.MinInt64}, {Offset: math.MaxInt64}}, BuildOptions{}},
 		{"codec", ok, BuildOptions{Compression: 5}},
 		{"codec bits", ok, BuildOptions{Attributes: 1}},
+		{"producer without flag", ok, BuildOptions{ProducerID: 5}},
+		{"sequence without flag", ok, BuildOptions{BaseSequence: 9}},
 	}
 	for _, c := range cases {
 		dst := []byte("keep")
