@@ -20,7 +20,14 @@ type produceWait struct {
 	rp   *kmsg.ProduceResponseTopicPartition
 	p    *engine.Partition
 	pend *engine.Pending
-	dec  *records.Decoder
+	dec  *batchDecoder
+}
+
+// batchDecoder is a pooled decoder with its batch slice: the records of a
+// produce point into it until the append is committed.
+type batchDecoder struct {
+	records.Decoder
+	batches []records.Batch
 }
 
 // handleProduce decodes every partition's batches and queues them on the
@@ -72,7 +79,7 @@ func handleProduce(ctx context.Context, c *conn, kreq kmsg.Request) func() kmsg.
 				rp.ErrorMessage = errMsg(fmt.Errorf("%d bytes of records exceed max.message.bytes %d of topic %s", len(rq.Records), max, t.Name()))
 				continue
 			}
-			dec := c.s.decoders.Get().(*records.Decoder)
+			dec := c.s.decoders.Get().(*batchDecoder)
 			recs, err := decodeProduce(dec, rq.Records, t)
 			if err != nil {
 				c.s.decoders.Put(dec)
@@ -105,8 +112,9 @@ func handleProduce(ctx context.Context, c *conn, kreq kmsg.Request) func() kmsg.
 
 // decodeProduce decodes and checks a partition's record batches. The
 // records point into dec's buffers.
-func decodeProduce(dec *records.Decoder, b []byte, t *engine.Topic) ([]record.Record, error) {
-	batches, err := dec.Decode(b, nil)
+func decodeProduce(dec *batchDecoder, b []byte, t *engine.Topic) ([]record.Record, error) {
+	batches, err := dec.Decode(b, dec.batches[:0])
+	dec.batches = batches
 	if err != nil {
 		return nil, fmt.Errorf("records for %s: %w", t.Name(), err)
 	}

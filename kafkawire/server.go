@@ -47,7 +47,7 @@ type Server struct {
 	log  *slog.Logger
 
 	apis     map[int16]apiDef
-	decoders sync.Pool // *records.Decoder
+	decoders sync.Pool // *batchDecoder
 
 	mu    sync.Mutex
 	conns map[*conn]struct{}
@@ -72,7 +72,7 @@ func NewServer(eng *engine.Engine, opts Options) *Server {
 		opts.Logger = slog.Default()
 	}
 	s := &Server{eng: eng, opts: opts, log: opts.Logger, conns: make(map[*conn]struct{}), apis: apiTable()}
-	s.decoders.New = func() any { return &records.Decoder{MaxDecompressed: maxDecompressed} }
+	s.decoders.New = func() any { return &batchDecoder{Decoder: records.Decoder{MaxDecompressed: maxDecompressed}} }
 	return s
 }
 
