@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"reflect"
+	"regexp"
+	"sort"
 	"strings"
 	"time"
 
@@ -39,8 +42,14 @@ type Config struct {
 		PoolSize int      `toml:"pool_size"`
 		Timeout  duration `toml:"timeout"`
 	} `toml:"redis"`
-	TopicDefaults map[string]string `toml:"topic_defaults"`
-	ShutdownGrace duration          `toml:"shutdown_grace"`
+	// TopicDefaults holds broker-level topic config defaults. TOML reads an
+	// unquoted dotted name (retention.ms = 1) as nested tables, and values
+	// may be numbers or booleans: flattenTopicDefaults turns it all into
+	// Kafka's name=string form.
+	TopicDefaults map[string]any `toml:"topic_defaults"`
+	ShutdownGrace duration       `toml:"shutdown_grace"`
+
+	topicDefaults map[string]string
 }
 
 type duration struct{ time.Duration }
@@ -80,31 +89,44 @@ func loadConfig(path string) (Config, error) {
 	if err != nil {
 		return c, fmt.Errorf("read config: %w", err)
 	}
-	md, err := toml.Decode(string(text), &c)
+	_, err = toml.Decode(string(text), &c)
 	if err != nil {
 		var perr toml.ParseError
 		if errors.As(err, &perr) {
+			if perr.LastKey != "" {
+				return c, fmt.Errorf("%s:%d: %s: %s", path, perr.Position.Line, perr.LastKey, perr.Message)
+			}
 			return c, fmt.Errorf("%s:%d: %s", path, perr.Position.Line, perr.Message)
+		}
+		// Type mismatches come as "toml: line N (last key "k"): ...".
+		if m := tomlTypeErr.FindStringSubmatch(err.Error()); m != nil {
+			return c, fmt.Errorf("%s:%s: %s: %s", path, m[1], m[2], m[3])
 		}
 		return c, fmt.Errorf("%s: %w", path, err)
 	}
-	for _, k := range md.Undecoded() {
-		key := k.String()
-		if len(k) == 2 && k[0] == "topic_defaults" {
-			continue // checked below, with the topic-config rules
-		}
-		return c, fmt.Errorf("%s:%d: unknown key %q (see README.md for the keys korvet knows)", path, keyLine(text, k), key)
+	// Unknown keys: walk everything the file sets (inline tables included,
+	// which MetaData.Undecoded does not report) against Config's keys.
+	var raw map[string]any
+	if _, err := toml.Decode(string(text), &raw); err != nil {
+		return c, fmt.Errorf("%s: %w", path, err)
+	}
+	if k := unknownKey(raw, reflect.TypeFor[Config](), nil); k != nil {
+		return c, fmt.Errorf("%s:%d: unknown key %q (see README.md for the keys korvet knows)", path, keyLine(text, k), k.String())
 	}
 	bad := func(k toml.Key, format string, args ...any) error {
 		return fmt.Errorf("%s:%d: %s: %s", path, keyLine(text, k), k.String(), fmt.Sprintf(format, args...))
 	}
-	for name, v := range c.TopicDefaults {
+	c.topicDefaults = map[string]string{}
+	flat := map[string]toml.Key{}
+	flattenTopicDefaults(c.TopicDefaults, toml.Key{"topic_defaults"}, c.topicDefaults, flat)
+	for name, v := range c.topicDefaults {
+		k := flat[name]
 		d, ok := engine.LookupConfig(name)
 		if !ok {
-			return c, bad(toml.Key{"topic_defaults", name}, "unknown topic config")
+			return c, bad(k, "unknown topic config %q", name)
 		}
 		if err := d.Check(v); err != nil {
-			return c, bad(toml.Key{"topic_defaults", name}, "%v", err)
+			return c, bad(k, "%v", err)
 		}
 	}
 	if _, _, err := net.SplitHostPort(c.Kafka.Listen); err != nil {
@@ -154,34 +176,124 @@ func loadConfig(path string) (Config, error) {
 }
 
 // keyLine finds the line where key is set, for error messages; 0 when it
-// cannot tell.
+// cannot tell. It understands [table] headers (with trailing comments),
+// dotted keys, quoted keys and inline tables, which is what hand-written
+// configs use.
 func keyLine(text []byte, key toml.Key) int {
+	full := strings.Join(key, ".")
 	table := ""
-	want := strings.Join(key[:len(key)-1], ".")
-	last := key[len(key)-1]
+	fallback := 0
 	sc := bufio.NewScanner(bytes.NewReader(text))
 	sc.Buffer(nil, 1<<20)
 	for n := 1; sc.Scan(); n++ {
-		line := strings.TrimSpace(sc.Text())
-		if strings.HasPrefix(line, "[") && !strings.HasPrefix(line, "[[") {
-			table = strings.Trim(strings.TrimSpace(strings.Trim(line, "[]")), " ")
+		line := stripComment(strings.TrimSpace(sc.Text()))
+		if strings.HasPrefix(line, "[") {
+			table = unquoteKey(strings.Trim(line, "[] "))
+			if table == full || strings.HasPrefix(table, full+".") {
+				return n // an unknown table
+			}
 			continue
 		}
-		name, _, ok := strings.Cut(line, "=")
+		name, rest, ok := strings.Cut(line, "=")
 		if !ok {
 			continue
 		}
-		name = strings.Trim(strings.TrimSpace(name), `"'`)
-		full := name
+		name = unquoteKey(name)
 		if table != "" {
-			full = table + "." + name
+			name = table + "." + name
 		}
-		if table == want && name == last || full == key.String() {
+		if name == full {
 			return n
 		}
+		// Inline table: kafka = { listen = "...", bogus = 1 }.
+		if strings.HasPrefix(full, name+".") && strings.Contains(rest, "{") {
+			for _, part := range strings.Split(strings.Trim(strings.TrimSpace(rest), "{}"), ",") {
+				if k, _, ok := strings.Cut(part, "="); ok && name+"."+unquoteKey(k) == full {
+					return n
+				}
+			}
+			fallback = n
+		}
 	}
-	return 0
+	return fallback
 }
+
+// unknownKey returns the first key in m that t (a struct with toml tags)
+// has no field for; maps in t accept any key.
+func unknownKey(m map[string]any, t reflect.Type, prefix toml.Key) toml.Key {
+	names := make([]string, 0, len(m))
+	for k := range m {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		key := append(append(toml.Key{}, prefix...), k)
+		var ft reflect.Type
+		for i := 0; i < t.NumField(); i++ {
+			if f := t.Field(i); f.Tag.Get("toml") == k {
+				ft = f.Type
+			}
+		}
+		if ft == nil {
+			return key
+		}
+		if sub, ok := m[k].(map[string]any); ok && ft.Kind() == reflect.Struct {
+			if u := unknownKey(sub, ft, key); u != nil {
+				return u
+			}
+		}
+	}
+	return nil
+}
+
+// unquoteKey normalizes a TOML key as written: spaces around dots and
+// quotes around parts go.
+func unquoteKey(k string) string {
+	parts := strings.Split(strings.TrimSpace(k), ".")
+	for i, p := range parts {
+		parts[i] = strings.Trim(strings.TrimSpace(p), `"'`)
+	}
+	return strings.Join(parts, ".")
+}
+
+// stripComment drops a trailing # comment that is not inside a string.
+func stripComment(line string) string {
+	quote := byte(0)
+	for i := 0; i < len(line); i++ {
+		switch c := line[i]; {
+		case quote != 0 && c == '\\' && quote == '"':
+			i++
+		case quote != 0 && c == quote:
+			quote = 0
+		case quote == 0 && (c == '"' || c == '\''):
+			quote = c
+		case quote == 0 && c == '#':
+			return strings.TrimSpace(line[:i])
+		}
+	}
+	return line
+}
+
+// flattenTopicDefaults turns [topic_defaults] into name -> value strings,
+// remembering each name's TOML key for error messages.
+func flattenTopicDefaults(m map[string]any, prefix toml.Key, out map[string]string, keys map[string]toml.Key) {
+	for k, v := range m {
+		key := append(append(toml.Key{}, prefix...), k)
+		name := strings.Join(key[1:], ".")
+		switch v := v.(type) {
+		case map[string]any:
+			flattenTopicDefaults(v, key, out, keys)
+			continue
+		case string:
+			out[name] = v
+		default:
+			out[name] = fmt.Sprint(v)
+		}
+		keys[name] = key
+	}
+}
+
+var tomlTypeErr = regexp.MustCompile(`^toml: line (\d+) \(last key "([^"]*)"\): (.*)$`)
 
 // advertised returns the host:port clients are told to use: the
 // configured one, or listen with an unspecified host replaced by this

@@ -100,7 +100,7 @@ func serve(ctx context.Context, cfg Config, logOut io.Writer) error {
 		Keyspace:          cfg.Redis.Keyspace,
 		AutoCreateTopics:  cfg.Kafka.AutoCreateTopics,
 		DefaultPartitions: cfg.Kafka.DefaultPartitions,
-		TopicDefaults:     cfg.TopicDefaults,
+		TopicDefaults:     cfg.topicDefaults,
 		Logger:            log,
 	})
 	if err != nil {

@@ -63,13 +63,18 @@ func handleFetch(ctx context.Context, c *conn, kreq kmsg.Request) func() kmsg.Re
 				return resp
 			}
 			timer := time.NewTimer(time.Until(deadline))
+			stopping := false
 			select {
 			case <-wake:
 			case <-timer.C:
 			case <-ctx.Done():
+				stopping = true
+			case <-c.s.quit:
+				// The server is stopping: answer what we have now.
+				stopping = true
 			}
 			timer.Stop()
-			if ctx.Err() != nil {
+			if stopping {
 				return resp
 			}
 		}
@@ -99,6 +104,9 @@ func fetchOnce(ctx context.Context, req *kmsg.FetchRequest, parts [][]*engine.Pa
 			sp := &st.Partitions[pi]
 			*sp = kmsg.NewFetchResponseTopicPartition()
 			sp.Partition = rq.Partition
+			// An empty record set, not a null one: librdkafka rejects a
+			// null set and would never see the end of the partition.
+			sp.RecordBatches = []byte{}
 			sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = -1, -1, -1
 			p := parts[ti][pi]
 			if p == nil {

@@ -53,6 +53,12 @@ type Server struct {
 	conns map[*conn]struct{}
 	wg    sync.WaitGroup
 
+	// quit is closed when Serve stops accepting, so that calls parked on
+	// a consumer group (JoinGroup, SyncGroup) answer at once rather than
+	// hold up the drain.
+	quit     chan struct{}
+	quitOnce sync.Once
+
 	// Connected counts open client connections (for the status page).
 	Connected atomic.Int64
 }
@@ -71,7 +77,7 @@ func NewServer(eng *engine.Engine, opts Options) *Server {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	s := &Server{eng: eng, opts: opts, log: opts.Logger, conns: make(map[*conn]struct{}), apis: apiTable()}
+	s := &Server{eng: eng, opts: opts, log: opts.Logger, conns: make(map[*conn]struct{}), apis: apiTable(), quit: make(chan struct{})}
 	s.decoders.New = func() any { return &batchDecoder{Decoder: records.Decoder{MaxDecompressed: maxDecompressed}} }
 	return s
 }
@@ -109,6 +115,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, drain time.Duration
 			s.mu.Unlock()
 		}()
 	}
+	s.quitOnce.Do(func() { close(s.quit) })
 	// Stop reading: each connection finishes what it has read.
 	s.mu.Lock()
 	for c := range s.conns {

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Runs korvet's whole test suite, installing what it needs first on a fresh
+# Debian machine (redis-server, kcat, python3-kafka). Exits non-zero on any failure.
+#
+#   scripts/test.sh
+#
+# Steps: go vet, gofmt check, go test (all packages, real redis-server
+# child processes on free 127.0.0.1 ports), then scripts/conformance.sh
+# when it exists and is executable.
+set -euo pipefail
+
+# shellcheck source=scripts/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cd "$REPO"
+
+started=$SECONDS
+section() { printf '\n=== %s\n' "$*"; }
+
+section "setup"
+command -v go >/dev/null 2>&1 || die "go is not on PATH (korvet needs the Go toolchain named in go.mod)"
+need_cmd redis-server redis-server
+need_cmd kcat kcat
+# kafka-python 2.0 (a client test drives it through Debian's python3).
+/usr/bin/python3 -c 'import kafka' >/dev/null 2>&1 || apt_install "python kafka module" python3-kafka
+go version
+redis-server --version | cut -d" " -f1-3
+echo "kcat $(kcat -V 2>&1 | sed -n 's/^Version \([^ ]*\).*/\1/p')"
+
+section "go vet ./..."
+go vet ./...
+echo "ok"
+
+section "gofmt"
+unformatted=$(gofmt -l .)
+if [[ -n $unformatted ]]; then
+	echo "these files are not gofmt-formatted (run gofmt -w on them):"
+	printf '%s\n' "$unformatted" | sed 's/^/  /'
+	exit 1
+fi
+echo "ok"
+
+section "go test -count=1 -timeout 30m ./..."
+go test -count=1 -timeout 30m ./...
+
+if [[ -x scripts/conformance.sh ]]; then
+	section "scripts/conformance.sh"
+	scripts/conformance.sh
+else
+	section "scripts/conformance.sh: not present or not executable, skipped"
+fi
+
+section "all passed in $((SECONDS - started))s"
