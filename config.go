@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"reflect"
 	"regexp"
 	"sort"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 
+	"github.com/korvet/korvet/cold"
 	"github.com/korvet/korvet/engine"
 	"github.com/korvet/korvet/resp"
 )
@@ -32,9 +34,18 @@ type Config struct {
 		DefaultPartitions int32  `toml:"default_partitions"`
 		MaxRequestBytes   int32  `toml:"max_request_bytes"`
 		MaxConnections    int    `toml:"max_connections"`
+		// Security (security.go): authentication per listener, SASL
+		// mechanisms, ACLs, and the TLS listener.
+		Auth                 string            `toml:"auth"`
+		SASLMechanisms       []string          `toml:"sasl_mechanisms"`
+		AllowPlainWithoutTLS bool              `toml:"allow_plain_without_tls"`
+		ACLs                 bool              `toml:"acls"`
+		SuperUsers           []string          `toml:"super_users"`
+		TLS                  tlsListenerConfig `toml:"tls"`
 	} `toml:"kafka"`
 	HTTP struct {
-		Listen string `toml:"listen"`
+		Listen     string `toml:"listen"`
+		AdminToken string `toml:"admin_token"`
 	} `toml:"http"`
 	Redis struct {
 		URL      string   `toml:"url"`
@@ -42,6 +53,21 @@ type Config struct {
 		PoolSize int      `toml:"pool_size"`
 		Timeout  duration `toml:"timeout"`
 	} `toml:"redis"`
+	Cold struct {
+		Warehouse          string   `toml:"warehouse"`
+		Namespace          string   `toml:"namespace"`
+		Endpoint           string   `toml:"endpoint"`
+		AccessKey          string   `toml:"access_key"`
+		SecretKey          string   `toml:"secret_key"`
+		Region             string   `toml:"region"`
+		PathStyle          bool     `toml:"path_style"`
+		TLS                bool     `toml:"tls"`
+		InsecureSkipVerify bool     `toml:"insecure_skip_verify"`
+		RESTCatalogURL     string   `toml:"rest_catalog_url"`
+		RESTCatalogToken   string   `toml:"rest_catalog_token"`
+		CacheDir           string   `toml:"cache_dir"`
+		ArchiveInterval    duration `toml:"archive_interval"`
+	} `toml:"cold"`
 	// TopicDefaults holds broker-level topic config defaults. TOML reads an
 	// unquoted dotted name (retention.ms = 1) as nested tables, and values
 	// may be numbers or booleans: flattenTopicDefaults turns it all into
@@ -72,12 +98,20 @@ func defaultConfig() Config {
 	c.Kafka.DefaultPartitions = 1
 	c.Kafka.MaxRequestBytes = 100 << 20
 	c.Kafka.MaxConnections = 10000
+	c.Kafka.Auth = authNone
+	c.Kafka.SASLMechanisms = []string{"SCRAM-SHA-256", "SCRAM-SHA-512"}
+	c.Kafka.SuperUsers = []string{}
+	c.Kafka.TLS.Auth = authNone
 	c.HTTP.Listen = "127.0.0.1:8080"
 	c.Redis.URL = "redis://127.0.0.1:6379/0"
 	c.Redis.Keyspace = "korvet"
 	c.Redis.PoolSize = 16
 	c.Redis.Timeout.Duration = 10 * time.Second
 	c.ShutdownGrace.Duration = 10 * time.Second
+	c.Cold.Namespace = "korvet"
+	c.Cold.Region = "us-east-1"
+	c.Cold.PathStyle = true
+	c.Cold.ArchiveInterval.Duration = 2 * time.Second
 	return c
 }
 
@@ -129,8 +163,8 @@ func loadConfig(path string) (Config, error) {
 			return c, bad(k, "%v", err)
 		}
 	}
-	if _, _, err := net.SplitHostPort(c.Kafka.Listen); err != nil {
-		return c, bad(toml.Key{"kafka", "listen"}, "want host:port, got %q", c.Kafka.Listen)
+	if _, _, err := net.SplitHostPort(c.Kafka.Listen); err != nil && c.Kafka.Listen != "" {
+		return c, bad(toml.Key{"kafka", "listen"}, "want host:port (or \"\" for no plain listener), got %q", c.Kafka.Listen)
 	}
 	if c.Kafka.Advertised != "" {
 		if _, _, err := net.SplitHostPort(c.Kafka.Advertised); err != nil {
@@ -139,6 +173,9 @@ func loadConfig(path string) (Config, error) {
 	}
 	if _, _, err := net.SplitHostPort(c.HTTP.Listen); err != nil {
 		return c, bad(toml.Key{"http", "listen"}, "want host:port, got %q", c.HTTP.Listen)
+	}
+	if t := c.HTTP.AdminToken; t != "" && (len(t) < 16 || strings.TrimSpace(t) != t) {
+		return c, bad(toml.Key{"http", "admin_token"}, "use at least 16 characters without surrounding spaces (e.g. from openssl rand -hex 16), or \"\" to disable admin endpoints")
 	}
 	if _, err := resp.ParseURL(c.Redis.URL); err != nil {
 		return c, bad(toml.Key{"redis", "url"}, "%v", err)
@@ -171,6 +208,18 @@ func loadConfig(path string) (Config, error) {
 	}
 	if c.DataDir == "" {
 		return c, bad(toml.Key{"data_dir"}, "must not be empty")
+	}
+	if w := c.Cold.Warehouse; w != "" && !strings.HasPrefix(w, "s3://") && !strings.HasPrefix(w, "file:///") {
+		return c, bad(toml.Key{"cold", "warehouse"}, "want s3://bucket/prefix or file:///absolute/dir, got %q", w)
+	}
+	if strings.HasPrefix(c.Cold.Warehouse, "s3://") && c.Cold.Endpoint == "" && c.Cold.Region == "" {
+		return c, bad(toml.Key{"cold", "region"}, "an s3:// warehouse needs a region or an endpoint")
+	}
+	if c.Cold.ArchiveInterval.Duration <= 0 {
+		return c, bad(toml.Key{"cold", "archive_interval"}, "must be positive")
+	}
+	if err := c.checkSecurity(bad); err != nil {
+		return c, err
 	}
 	return c, nil
 }
@@ -295,13 +344,12 @@ func flattenTopicDefaults(m map[string]any, prefix toml.Key, out map[string]stri
 
 var tomlTypeErr = regexp.MustCompile(`^toml: line (\d+) \(last key "([^"]*)"\): (.*)$`)
 
-// advertised returns the host:port clients are told to use: the
-// configured one, or listen with an unspecified host replaced by this
-// machine's first non-loopback address.
-func (c *Config) advertised() (string, int32, error) {
-	a := c.Kafka.Advertised
+// advertisedAddr returns the host:port clients are told to use for a
+// listener: the configured one (a), or listen with an unspecified host
+// replaced by this machine's first non-loopback address.
+func advertisedAddr(a, listen string) (string, int32, error) {
 	if a == "" {
-		a = c.Kafka.Listen
+		a = listen
 	}
 	host, port, err := net.SplitHostPort(a)
 	if err != nil {
@@ -327,4 +375,24 @@ func firstLANAddress() string {
 		}
 	}
 	return "127.0.0.1"
+}
+
+// coldConfig is the cold tier's configuration, with paths under data_dir
+// where the file leaves them out.
+func (c *Config) coldConfig() cold.Config {
+	w := c.Cold.Warehouse
+	if w == "" {
+		w = "file://" + filepath.Join(c.DataDir, "warehouse")
+	}
+	cache := c.Cold.CacheDir
+	if cache == "" {
+		cache = filepath.Join(c.DataDir, "cold-cache")
+	}
+	return cold.Config{
+		Warehouse: w, Namespace: c.Cold.Namespace, Endpoint: c.Cold.Endpoint,
+		AccessKey: c.Cold.AccessKey, SecretKey: c.Cold.SecretKey, Region: c.Cold.Region,
+		PathStyle: c.Cold.PathStyle, TLS: c.Cold.TLS, InsecureSkipVerify: c.Cold.InsecureSkipVerify,
+		RESTCatalogURL: c.Cold.RESTCatalogURL, RESTCatalogToken: c.Cold.RESTCatalogToken,
+		CacheDir: cache,
+	}
 }

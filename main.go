@@ -4,7 +4,8 @@
 // Data flow: Kafka clients → kafkawire (protocol, record batches) →
 // engine (topics, partitions, offsets; appends group-committed as Redis
 // transactions) → resp (pipelined RESP to Redis). Fetches go the other
-// way. web serves health and, later, the status page and KV view.
+// way. web serves the status page, its JSON API, /metrics, health and the
+// KV view.
 package main
 
 import (
@@ -18,10 +19,16 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/korvet/korvet/cold"
 	"github.com/korvet/korvet/engine"
+	"github.com/korvet/korvet/engine/auth"
 	"github.com/korvet/korvet/kafkawire"
 	"github.com/korvet/korvet/resp"
 	"github.com/korvet/korvet/web"
@@ -34,6 +41,12 @@ const usage = `korvet: a Kafka-compatible broker on Redis Streams
 
 usage:
   korvet serve [--config korvet.toml]   run the broker
+  korvet index rebuild|verify [--config korvet.toml] [--topic T]
+                                        rebuild the KV key index from the log, or
+                                        compare it with the log (korvet stopped)
+  korvet user add|delete|list [--config korvet.toml] [NAME]
+                                        manage SASL users (password from a
+                                        prompt or stdin)
   korvet version                        print the version
 `
 
@@ -69,6 +82,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		return 0
+	case "index":
+		return runIndex(args[1:], stdout, stderr)
+	case "user":
+		return runUser(args[1:], os.Stdin, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0
@@ -96,11 +113,22 @@ func serve(ctx context.Context, cfg Config, logOut io.Writer) error {
 		return fmt.Errorf("redis at %s does not answer (is redis-server running? set [redis] url in the config): %w", cfg.Redis.URL, err)
 	}
 
+	// The cold tier opens even while the object store is down: archiving
+	// waits for it, and data stays in Redis meanwhile.
+	store, err := cold.Open(ctx, cfg.coldConfig(), log)
+	if err != nil {
+		return fmt.Errorf("cold tier: %w", err)
+	}
+	defer store.Close()
+
 	eng, err := engine.Open(ctx, rc, engine.Options{
 		Keyspace:          cfg.Redis.Keyspace,
 		AutoCreateTopics:  cfg.Kafka.AutoCreateTopics,
 		DefaultPartitions: cfg.Kafka.DefaultPartitions,
 		TopicDefaults:     cfg.topicDefaults,
+		Cold:              store,
+		TieringInterval:   cfg.Cold.ArchiveInterval.Duration,
+		Index:             engine.IndexOptions{Dir: indexDir(cfg)},
 		Logger:            log,
 	})
 	if err != nil {
@@ -108,43 +136,90 @@ func serve(ctx context.Context, cfg Config, logOut io.Writer) error {
 	}
 	defer eng.Close()
 
-	kln, err := net.Listen("tcp", cfg.Kafka.Listen)
+	users, err := auth.Open(ctx, rc, auth.Options{Keyspace: cfg.Redis.Keyspace, Logger: log})
 	if err != nil {
-		return fmt.Errorf("kafka listen on %s: %w", cfg.Kafka.Listen, err)
+		return fmt.Errorf("open users and ACLs: %w", err)
 	}
-	host, port, err := cfg.advertised()
+	kls, err := kafkaListeners(cfg)
 	if err != nil {
-		return fmt.Errorf("kafka advertised address: %w", err)
+		return err
 	}
-	if port == 0 {
-		port = int32(kln.Addr().(*net.TCPAddr).Port)
-	}
+	// One registry per process (no global default): tests run several
+	// korvets in one binary.
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	kmetrics := kafkawire.NewMetrics(reg)
 	ks := kafkawire.NewServer(eng, kafkawire.Options{
-		MaxRequestBytes: cfg.Kafka.MaxRequestBytes,
-		AdvertisedHost:  host,
-		AdvertisedPort:  port,
-		NodeID:          cfg.Kafka.NodeID,
-		MaxConnections:  cfg.Kafka.MaxConnections,
-		Logger:          log,
+		MaxRequestBytes:      cfg.Kafka.MaxRequestBytes,
+		NodeID:               cfg.Kafka.NodeID,
+		MaxConnections:       cfg.Kafka.MaxConnections,
+		Metrics:              kmetrics,
+		Auth:                 users,
+		ACLs:                 cfg.Kafka.ACLs,
+		SuperUsers:           cfg.Kafka.SuperUsers,
+		AllowPlainWithoutTLS: cfg.Kafka.AllowPlainWithoutTLS,
+		Logger:               log,
 	})
 
 	hln, err := net.Listen("tcp", cfg.HTTP.Listen)
 	if err != nil {
-		kln.Close()
+		closeListeners(kls)
 		return fmt.Errorf("http listen on %s: %w", cfg.HTTP.Listen, err)
 	}
-	hs := &http.Server{Handler: web.New(eng, web.Options{Version: version, Started: started}), ReadHeaderTimeout: 10 * time.Second}
+	var listeners []web.Listener
+	var logListeners []any
+	for _, l := range kls {
+		name, advertised := listenerName(l), net.JoinHostPort(l.AdvertisedHost, fmt.Sprint(l.AdvertisedPort))
+		listeners = append(listeners, web.Listener{Name: name, Address: l.Addr().String()}, web.Listener{Name: name + " advertised", Address: advertised})
+		key := strings.ToLower(strings.ReplaceAll(name, " ", "_"))
+		logListeners = append(logListeners, key, l.Addr().String(), key+"_advertised", advertised)
+	}
+	hs := &http.Server{Handler: web.New(eng, web.Options{
+		Version:   version,
+		Started:   started,
+		Listeners: append(listeners, web.Listener{Name: "HTTP", Address: hln.Addr().String()}),
+		Kafka:     kafkaStats(ks, kmetrics),
+		Index:     indexStatus(eng),
+		RebuildIndex: func(context.Context) error {
+			return eng.StartIndexRebuild()
+		},
+		Tiering:    tieringStatus(eng),
+		Metrics:    reg,
+		AdminToken: cfg.HTTP.AdminToken,
+		Logger:     log,
+	}), ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		if err := hs.Serve(hln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("http server", "err", err)
 		}
 	}()
-	log.Info("korvet started", "version", version, "kafka", kln.Addr().String(), "advertised", net.JoinHostPort(host, fmt.Sprint(port)), "http", hln.Addr().String(), "redis", cfg.Redis.URL, "keyspace", cfg.Redis.Keyspace)
+	log.Info("korvet started", append(append([]any{"version", version}, logListeners...), "http", hln.Addr().String(), "redis", cfg.Redis.URL, "keyspace", cfg.Redis.Keyspace)...)
 
-	err = ks.Serve(ctx, kln, cfg.ShutdownGrace.Duration)
+	err = ks.ServeListeners(ctx, cfg.ShutdownGrace.Duration, kls...)
 	shutCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_ = hs.Shutdown(shutCtx)
 	log.Info("korvet stopped")
 	return err
+}
+
+// kafkaStats feeds the status page from the Kafka server.
+func kafkaStats(ks *kafkawire.Server, m *kafkawire.Metrics) func() web.KafkaStats {
+	return func() web.KafkaStats {
+		t := m.Totals()
+		return web.KafkaStats{Connections: ks.Connected.Load(), Requests: t.Requests, BytesIn: t.BytesIn, BytesOut: t.BytesOut,
+			ProducedRecords: t.ProducedRecords, FetchedRecords: t.FetchedRecords}
+	}
+}
+
+// tieringStatus feeds the status page from the archiving worker.
+func tieringStatus(eng *engine.Engine) func(context.Context) (web.TieringStatus, error) {
+	return func(context.Context) (web.TieringStatus, error) {
+		st, _ := eng.Tiering()
+		out := web.TieringStatus{BacklogSegments: st.BacklogSegments, BacklogBytes: st.BacklogBytes, Errors: st.Errors, LastError: st.LastError, LastErrorAt: st.LastErrorAt}
+		if a := st.LastArchived; a != nil {
+			out.LastArchived = &web.ArchivedSegment{Topic: a.Topic, Partition: a.Partition, Segment: a.Segment, Records: a.Records, Bytes: a.Bytes, At: a.At}
+		}
+		return out, nil
+	}
 }

@@ -213,6 +213,7 @@ func TestLoadConfigErrors(t *testing.T) {
 		{name: "dotted listen without port", text: "log_level = \"info\"\nkafka.listen = \"nope\"\n", line: 2, want: []string{"kafka.listen", "nope"}},
 		{name: "advertised without port", text: "[kafka]\nadvertised = \"kafka.example\"\n", line: 2, want: []string{"kafka.advertised"}},
 		{name: "http listen", text: "[http]\nlisten = \"8080\"\n", line: 2, want: []string{"http.listen"}},
+		{name: "short admin token", text: "[http]\nlisten = \"127.0.0.1:8080\"\nadmin_token = \"secret\"\n", line: 3, want: []string{"http.admin_token", "16 characters"}},
 		{name: "bad redis url", text: "[redis]\nurl = \"http://127.0.0.1:6379\"\n", line: 2, want: []string{"redis.url"}},
 		{name: "empty keyspace", text: "[redis]\nkeyspace = \"\"\n", line: 2, want: []string{"redis.keyspace"}},
 		{name: "bad duration", text: "[redis]\ntimeout = \"ten seconds\"\n", line: 2, want: []string{"duration", "ten seconds"}},
@@ -234,7 +235,7 @@ func TestLoadConfigErrors(t *testing.T) {
 		{name: "syntax error: duplicate key", text: "[redis]\npool_size = 4\npool_size = 5\n", line: 3},
 
 		{name: "unknown table", text: "log_level = \"info\"\n[kafak]\nlisten = \"127.0.0.1:9092\"\n", line: 2, want: []string{"unknown key", "kafak"}},
-		{name: "unknown sub-table", text: "[kafka]\nlisten = \"127.0.0.1:9092\"\n[kafka.tls]\ncert = \"x\"\n", line: 3, want: []string{"unknown key", "kafka.tls"}},
+		{name: "unknown sub-table", text: "[kafka]\nlisten = \"127.0.0.1:9092\"\n[kafka.ssl]\ncert = \"x\"\n", line: 3, want: []string{"unknown key", "kafka.ssl"}},
 		{name: "unknown key in inline table", text: "kafka = { listen = \"127.0.0.1:9092\", bogus = 1 }\n", line: 1, want: []string{"unknown key", "kafka.bogus"}},
 		{name: "table header with a comment", text: "[kafka] # the Kafka side\nlisten = \"nope\"\n", line: 2, want: []string{"kafka.listen", "nope"}},
 		{name: "unquoted topic config name", text: "[topic_defaults]\nretention.ms = \"soon\"\n", line: 2, want: []string{"retention.ms", "soon"}},

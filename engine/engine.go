@@ -15,6 +15,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/korvet/korvet/cold"
+	"github.com/korvet/korvet/engine/group"
 	"github.com/korvet/korvet/resp"
 )
 
@@ -41,9 +43,28 @@ type Options struct {
 	// MaxAppendBytes caps the records one Redis transaction carries, so that
 	// one huge group commit cannot stall Redis for long. Default 4 MiB.
 	MaxAppendBytes int
+	// OnCommit, when set, sees every append once Redis has committed it and
+	// before the producer is acknowledged (the KV index uses it for
+	// read-your-writes).
+	OnCommit CommitHook
+	// Cold is the cold tier: sealed segments of topics with
+	// remote.storage.enable=true are archived there. nil: no tiering.
+	Cold *cold.Store
+	// TieringInterval is how often the archiving worker looks for sealed
+	// segments. Default 2s.
+	TieringInterval time.Duration
+	// Index configures the KV view's key index and compaction (kv.go).
+	Index IndexOptions
 	// RetentionInterval is how often retention is checked. Default 5s.
 	RetentionInterval time.Duration
-	Logger            *slog.Logger
+	// GroupInitialRebalanceDelay is how long a consumer group's first
+	// rebalance waits for more members (Kafka's
+	// group.initial.rebalance.delay.ms). Default 3s; negative means none.
+	GroupInitialRebalanceDelay time.Duration
+	// GroupMinSessionTimeout and GroupMaxSessionTimeout bound the session
+	// timeouts group members may use. Defaults 6s and 30 min, as in Kafka.
+	GroupMinSessionTimeout, GroupMaxSessionTimeout time.Duration
+	Logger                                         *slog.Logger
 }
 
 // Engine holds all topics. Create it with Open; it is safe for concurrent use.
@@ -62,10 +83,15 @@ type Engine struct {
 	// takes it.
 	createMu sync.Mutex
 
+	groups *group.Coordinator
+	kv     *kvIndex // nil without Options.Index.Dir
+
 	// bg is the context of background work; Close cancels it.
 	bg     context.Context
 	stopBg context.CancelFunc
-	wg     sync.WaitGroup
+
+	tier tiering
+	wg   sync.WaitGroup
 }
 
 // Open loads the topics stored in Redis and starts background work
@@ -82,6 +108,9 @@ func Open(ctx context.Context, rc *resp.Client, opts Options) (*Engine, error) {
 	}
 	if opts.RetentionInterval <= 0 {
 		opts.RetentionInterval = 5 * time.Second
+	}
+	if opts.GroupInitialRebalanceDelay == 0 {
+		opts.GroupInitialRebalanceDelay = 3 * time.Second
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -104,15 +133,54 @@ func Open(ctx context.Context, rc *resp.Client, opts Options) (*Engine, error) {
 	if err := e.loadTopics(ctx); err != nil {
 		return nil, err
 	}
+	groups, err := group.Open(ctx, rc, group.Options{
+		Keyspace:              opts.Keyspace,
+		InitialRebalanceDelay: opts.GroupInitialRebalanceDelay,
+		MinSessionTimeout:     opts.GroupMinSessionTimeout,
+		MaxSessionTimeout:     opts.GroupMaxSessionTimeout,
+		HighWatermark:         e.highWatermark,
+		Logger:                opts.Logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	e.groups = groups
+	if err := e.openKV(ctx); err != nil {
+		groups.Close()
+		return nil, err
+	}
 	e.wg.Add(1)
 	go e.retentionLoop()
+	if opts.Cold != nil {
+		e.tier.wake = make(chan struct{}, 1)
+		e.wg.Add(1)
+		go e.tieringLoop()
+	}
 	return e, nil
 }
 
 // Close stops background work. In-flight appends finish first.
 func (e *Engine) Close() {
+	e.groups.Close()
 	e.stopBg()
 	e.wg.Wait()
+	e.closeKV()
+}
+
+// Groups is the consumer group coordinator.
+func (e *Engine) Groups() *group.Coordinator { return e.groups }
+
+// highWatermark feeds the coordinator's lag figures.
+func (e *Engine) highWatermark(topic string, partition int32) (int64, bool) {
+	t := e.Topic(topic)
+	if t == nil {
+		return 0, false
+	}
+	p := t.Partition(partition)
+	if p == nil {
+		return 0, false
+	}
+	return p.HighWatermark(), true
 }
 
 // ClusterID is a stable id stored in Redis at first start.
@@ -292,10 +360,15 @@ func (e *Engine) DeleteTopic(ctx context.Context, name string) error {
 	var pl resp.Pipeline
 	pl.Cmd("HDEL", e.k.topics(), name)
 	for _, p := range t.Partitions() {
-		for seg := int64(0); seg <= p.segment; seg++ {
-			pl.Cmd("UNLINK", p.streamKey(seg))
+		for _, sg := range p.Segments() {
+			pl.Cmd("UNLINK", p.streamKey(sg.ID))
 		}
-		pl.Cmd("UNLINK", p.metaKey, p.batchesKey)
+		pl.Cmd("UNLINK", p.metaKey, p.batchesKey, p.segmentsKey)
+	}
+	if e.opts.Cold != nil {
+		// The worker drops the topic's cold table (retrying while the
+		// object store is down).
+		pl.Cmd("SADD", e.k.coldGarbage(), "drop\x00"+name+"\x00"+hex.EncodeToString(t.id[:]))
 	}
 	rs, err := e.rc.Exec(ctx, &pl)
 	if err != nil {
@@ -342,6 +415,7 @@ func (e *Engine) retentionLoop() {
 		ctx, cancel := context.WithTimeout(e.bg, time.Minute)
 		for _, t := range e.Topics() {
 			for _, p := range t.Partitions() {
+				p.rollIfIdle(time.Now())
 				if err := p.applyRetention(ctx, time.Now()); err != nil {
 					e.log.Warn("retention", "topic", t.name, "partition", p.id, "err", err)
 				}

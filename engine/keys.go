@@ -30,3 +30,12 @@ func (k keys) stream(topic string, p int32, segment int64) string {
 func (k keys) batches(topic string, p int32) string {
 	return k.ks + ":meta:batches:" + topic + ":" + strconv.Itoa(int(p))
 }
+
+// segments is a hash: segment id -> JSON Segment (the segment registry).
+func (k keys) segments(topic string, p int32) string {
+	return k.ks + ":meta:segments:" + topic + ":" + strconv.Itoa(int(p))
+}
+
+// coldGarbage is a set of "topic\x00file" cold files that retention has
+// removed from the registry and the archiver must delete.
+func (k keys) coldGarbage() string { return k.ks + ":meta:coldgc" }

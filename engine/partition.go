@@ -1,10 +1,14 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,37 +22,51 @@ import (
 // transaction is in flight, later appends queue up and go out together in
 // the next one, so a single partition keeps Redis busy without ever having
 // two transactions in flight (which could leave a gap if the first failed).
+//
+// The log is a chain of segments, each its own stream; the open one takes
+// appends and is sealed (and the next opened) in the same transaction that
+// first writes past segment.bytes or segment.ms.
 type Partition struct {
 	t       *Topic
 	id      int32
 	metaKey string
 	// batchesKey is the per-append summary stream (see keys.batches).
-	batchesKey string
+	batchesKey  string
+	segmentsKey string
 
 	hw    atomic.Int64 // offsets below hw are committed and readable
 	start atomic.Int64 // log start offset
 
-	mu       sync.Mutex
-	segment  int64 // open segment id
-	next     int64 // next offset to assign; equals hw when idle
-	bytes    int64 // bytes appended since offset 0 (entry.EncodedSize)
-	maxTs    int64 // running max timestamp
-	queue    []*Pending
-	flushing bool
-	needSync bool // the last transaction's outcome is unknown
-	closed   bool
-	trimTo   int64 // retention target; a trim is pending while trimTo > start
-	waiters  map[chan<- struct{}]struct{}
+	mu        sync.Mutex
+	segs      []Segment // the registry, by id; never modified in place
+	next      int64     // next offset to assign; equals hw when idle
+	bytes     int64     // bytes appended since offset 0 (entry.EncodedSize)
+	maxTs     int64     // running max timestamp
+	segMin    int64     // min and max timestamp in the open segment
+	segMax    int64
+	producers map[int64]*producerState
+	queue     []*Pending
+	flushing  bool
+	needSync  bool // the last transaction's outcome is unknown
+	closed    bool
+	trimTo    int64 // retention target; a trim is pending while trimTo > start
+	roll      bool  // seal the open segment at the next flush
+	segsSaved bool  // the registry exists in Redis
+	dropLocal map[int64]bool
+	archives  []archiveReq
+	trimWait  []chan error // DeleteRecords calls waiting for the trim
+	waiters   map[chan<- struct{}]struct{}
 }
 
 func newPartition(t *Topic, id int32) *Partition {
 	return &Partition{
-		t:          t,
-		id:         id,
-		metaKey:    t.e.k.partition(t.name, id),
-		batchesKey: t.e.k.batches(t.name, id),
-		maxTs:      -1,
-		waiters:    make(map[chan<- struct{}]struct{}),
+		t:           t,
+		id:          id,
+		metaKey:     t.e.k.partition(t.name, id),
+		batchesKey:  t.e.k.batches(t.name, id),
+		segmentsKey: t.e.k.segments(t.name, id),
+		maxTs:       -1,
+		waiters:     make(map[chan<- struct{}]struct{}),
 	}
 }
 
@@ -68,10 +86,18 @@ func (p *Partition) LogStart() int64 { return p.start.Load() }
 func (p *Partition) StreamKey() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.streamKey(p.segment)
+	return p.streamKey(p.openID())
 }
 
 func (p *Partition) streamKey(seg int64) string { return p.t.e.k.stream(p.t.name, p.id, seg) }
+
+// openID is the open segment's id; p.mu must be held.
+func (p *Partition) openID() int64 {
+	if len(p.segs) == 0 {
+		return 0
+	}
+	return p.segs[len(p.segs)-1].ID
+}
 
 // Bytes is the number of bytes appended over the partition's life.
 func (p *Partition) Bytes() int64 {
@@ -80,37 +106,74 @@ func (p *Partition) Bytes() int64 {
 	return p.bytes
 }
 
-func (p *Partition) loadState(meta, top resp.Reply) error {
+// Segments returns the segment registry, oldest first, with the open
+// segment's figures filled in as of now.
+func (p *Partition) Segments() []Segment {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := append([]Segment(nil), p.segs...)
+	if n := len(out); n > 0 {
+		o := &out[n-1]
+		o.Last, o.Bytes, o.MinTs, o.MaxTs = p.next-1, p.bytes-o.StartBytes, p.segMin, p.segMax
+	}
+	return out
+}
+
+// loadState sets the partition from its meta hash (HGETALL) and segment
+// registry (HGETALL), and top, the last entry of the open segment's stream
+// (XREVRANGE ... COUNT 1) when the caller has it.
+func (p *Partition) loadState(meta, segs resp.Reply, top *resp.Reply) error {
 	if err := meta.Err(); err != nil {
+		return err
+	}
+	if err := segs.Err(); err != nil {
 		return err
 	}
 	var f []resp.Reply
 	f = meta.Elems(f)
-	if len(f) != 5 {
-		return fmt.Errorf("unexpected HMGET reply")
-	}
-	num := func(r resp.Reply, def int64) (int64, error) {
-		if r.IsNil() {
-			return def, nil
+	vals := map[string]int64{"next": 0, "start": 0, "bytes": 0, "maxts": -1, "smin": -1, "smax": -1}
+	producers := map[int64]*producerState{}
+	for i := 0; i+1 < len(f); i += 2 {
+		name, v := string(f[i].Bytes()), string(f[i+1].Bytes())
+		if id, ok := strings.CutPrefix(name, "pid:"); ok {
+			pid, err := strconv.ParseInt(id, 10, 64)
+			st, perr := parseProducerState(v)
+			if err != nil || perr != nil {
+				return fmt.Errorf("bad producer state %s in %s", name, p.metaKey)
+			}
+			producers[pid] = st
+			continue
 		}
-		return strconv.ParseInt(string(r.Bytes()), 10, 64)
-	}
-	var err error
-	var vals [5]int64
-	defs := [5]int64{0, 0, 0, -1, 0}
-	for i := range vals {
-		if vals[i], err = num(f[i], defs[i]); err != nil {
-			return fmt.Errorf("bad counter in %s: %w", p.metaKey, err)
+		if _, ok := vals[name]; !ok {
+			continue
 		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return fmt.Errorf("bad counter %s=%q in %s", name, v, p.metaKey)
+		}
+		vals[name] = n
 	}
-	next, start := vals[0], vals[1]
+	var raw [][]byte
+	segs.ForEach(func(r resp.Reply) bool {
+		raw = append(raw, append([]byte(nil), r.Bytes()...))
+		return true
+	})
+	registry, err := parseSegments(raw)
+	if err != nil {
+		return fmt.Errorf("segment registry %s: %w", p.segmentsKey, err)
+	}
+	if len(registry) == 0 {
+		// A new partition (or one from before the registry): segment 0
+		// is open from the log start. It is written with the first append.
+		registry = []Segment{{ID: 0, Base: vals["start"], Last: -1, State: SegmentOpen, Local: true, Created: time.Now().UnixMilli(), MinTs: -1, MaxTs: -1}}
+	}
+	next := vals["next"]
 	// The counters are written in the same transaction as the entries, so
 	// they agree with the stream; checking the stream's last entry anyway
-	// costs nothing and guards against hand-edited keys.
-	if vals[4] == 0 && top.Err() == nil && top.Len() > 0 {
-		var ent []resp.Reply
+	// costs little and guards against hand-edited keys.
+	if top != nil && top.Err() == nil && top.Len() > 0 {
+		var ent, e2 []resp.Reply
 		ent = top.Elems(ent)
-		var e2 []resp.Reply
 		e2 = ent[0].Elems(e2)
 		if len(e2) == 2 {
 			if off, err := parseEntryID(e2[0].Bytes()); err == nil && off+1 > next {
@@ -120,11 +183,12 @@ func (p *Partition) loadState(meta, top resp.Reply) error {
 		}
 	}
 	p.mu.Lock()
-	p.next, p.bytes, p.maxTs, p.segment = next, vals[2], vals[3], vals[4]
-	p.trimTo = start
+	p.next, p.bytes, p.maxTs, p.segMin, p.segMax = next, vals["bytes"], vals["maxts"], vals["smin"], vals["smax"]
+	p.segs, p.producers, p.segsSaved = registry, producers, segs.Len() > 0
+	p.trimTo = vals["start"]
 	p.mu.Unlock()
 	p.hw.Store(next)
-	p.start.Store(start)
+	p.start.Store(vals["start"])
 	return nil
 }
 
@@ -145,15 +209,31 @@ func parseEntryID(id []byte) (int64, error) {
 	return off, nil
 }
 
+// CommitHook is called with the records of one committed transaction (in
+// offset order, Offset set) and the partition's new high watermark. The
+// records are valid only during the call; it must not block for long.
+type CommitHook func(p *Partition, batches [][]record.Record, next int64)
+
 // Pending is an append in flight. Wait for it with Wait.
 type Pending struct {
 	recs          []record.Record
+	prod          Producer
 	size          int64
 	base          int64
 	logAppendTime int64
 	err           error
 	done          chan struct{}
 }
+
+// Producer identifies an idempotent producer's batch. ID < 0: none.
+type Producer struct {
+	ID       int64
+	Epoch    int16
+	FirstSeq int32
+}
+
+// NoProducer is the Producer of plain (non-idempotent) appends.
+var NoProducer = Producer{ID: -1}
 
 // Wait blocks until the append is committed or failed and returns the
 // offset of its first record and, for LogAppendTime topics, the time
@@ -171,7 +251,15 @@ func (pd *Pending) Wait(ctx context.Context) (base, logAppendTime int64, err err
 // assigned in the order of Append calls. recs must stay untouched until the
 // Pending is done; their Offset fields are set by the engine.
 func (p *Partition) Append(recs []record.Record) *Pending {
-	pd := &Pending{recs: recs, done: make(chan struct{}), logAppendTime: -1}
+	return p.AppendFrom(NoProducer, recs)
+}
+
+// AppendFrom is Append for one batch of an idempotent producer: the batch
+// is checked against the producer's sequence in the same step that assigns
+// offsets, and a retry of a recent batch answers that batch's offset
+// without appending again.
+func (p *Partition) AppendFrom(prod Producer, recs []record.Record) *Pending {
+	pd := &Pending{recs: recs, prod: prod, done: make(chan struct{}), logAppendTime: -1}
 	for i := range recs {
 		pd.size += int64(entry.EncodedSize(&recs[i]))
 	}
@@ -183,13 +271,18 @@ func (p *Partition) Append(recs []record.Record) *Pending {
 		return pd
 	}
 	p.queue = append(p.queue, pd)
-	start := !p.flushing
-	p.flushing = true
+	p.kickLocked()
 	p.mu.Unlock()
-	if start {
-		go p.flushLoop()
-	}
 	return pd
+}
+
+// kickLocked starts the flush loop unless it runs; p.mu must be held.
+func (p *Partition) kickLocked() {
+	if p.flushing || p.closed {
+		return
+	}
+	p.flushing = true
+	go p.flushLoop()
 }
 
 func (p *Partition) close() {
@@ -200,15 +293,17 @@ func (p *Partition) close() {
 }
 
 // flushLoop runs while there is work: it takes queued appends (up to
-// MaxAppendBytes) and commits them in one MULTI/EXEC round trip.
+// MaxAppendBytes) and commits them, with any pending segment roll, trim or
+// local drop, in one MULTI/EXEC round trip.
 func (p *Partition) flushLoop() {
-	ctx := context.Background()
+	ctx := p.t.e.bg
 	enc := new(entry.Encoder)
 	var pl resp.Pipeline
+	var idBuf []byte
 	for {
 		p.mu.Lock()
 		trim := p.trimTo > p.start.Load()
-		if len(p.queue) == 0 && !trim {
+		if len(p.queue) == 0 && !trim && !p.roll && len(p.dropLocal) == 0 && len(p.archives) == 0 {
 			p.flushing = false
 			p.mu.Unlock()
 			return
@@ -227,48 +322,45 @@ func (p *Partition) flushLoop() {
 				}
 				// Back off a little so a client retrying at once does not
 				// spin against a Redis that is down.
-				time.Sleep(100 * time.Millisecond)
+				select {
+				case <-time.After(100 * time.Millisecond):
+				case <-ctx.Done():
+				}
 				continue
 			}
+			trim = p.trimTo > p.start.Load()
 		}
-		var take []*Pending
 		var size int64
 		n := 0
 		for n < len(p.queue) && (n == 0 || size+p.queue[n].size <= int64(p.t.e.opts.MaxAppendBytes)) {
 			size += p.queue[n].size
 			n++
 		}
-		take = append(take, p.queue[:n]...)
+		take := append([]*Pending(nil), p.queue[:n]...)
 		p.queue = append(p.queue[:0], p.queue[n:]...)
-		base, bytes, maxTs := p.next, p.bytes, p.maxTs
-		trimTo, seg := p.trimTo, p.segment
+		st := flushState{
+			base: p.next, bytes: p.bytes, maxTs: p.maxTs, segMin: p.segMin, segMax: p.segMax,
+			segs: p.segs, trimTo: p.trimTo, roll: p.roll, producers: p.producers,
+		}
+		drops, archives := p.dropLocal, p.archives
+		p.dropLocal, p.archives = nil, nil
+		var trimWait []chan error
+		if trim {
+			trimWait, p.trimWait = p.trimWait, nil
+		}
+		saved := p.segsSaved
+		p.roll = false
 		p.mu.Unlock()
 
 		settings := p.t.currentSettings()
-		now := time.Now().UnixMilli()
-		next := base
-		for _, op := range take {
-			op.base = next
-			if settings.logAppendTime {
-				op.logAppendTime = now
-			}
-			for i := range op.recs {
-				r := &op.recs[i]
-				r.Offset = next
-				next++
-				if settings.logAppendTime {
-					r.Timestamp = now
-				}
-				maxTs = max(maxTs, r.Timestamp)
-			}
-			bytes += op.size
-		}
+		now := time.Now()
+		st.planSegments(settings, now, len(take) > 0, saved)
+		committed, changed := st.assign(take, settings, now)
 
-		stream := p.streamKey(seg)
 		pl.Reset()
 		pl.Cmd("MULTI")
-		var idBuf []byte
-		for _, op := range take {
+		stream := p.streamKey(st.segs[len(st.segs)-1].ID)
+		for _, op := range committed {
 			for i := range op.recs {
 				r := &op.recs[i]
 				pairs := enc.Prepare(r)
@@ -281,23 +373,47 @@ func (p *Partition) flushLoop() {
 				enc.Append(&pl)
 			}
 		}
-		if next > base {
-			pl.Cmd("HSET", p.metaKey, "next", next, "bytes", bytes, "maxts", maxTs)
-			pl.Cmd("XADD", p.batchesKey, strconv.FormatInt(next-1, 10)+"-1", "t", maxTs, "b", bytes)
+		if st.next > st.base || len(changed) > 0 {
+			args := []any{"HSET", p.metaKey, "next", st.next, "bytes", st.bytes, "maxts", st.maxTs, "smin", st.segMin, "smax", st.segMax}
+			for _, pid := range changed {
+				args = append(args, producerField(pid), st.producers[pid].encode())
+			}
+			pl.Cmd(args...)
+		}
+		if st.next > st.base {
+			pl.Cmd("XADD", p.batchesKey, strconv.FormatInt(st.next-1, 10)+"-1", "t", st.maxTs, "b", st.bytes)
 		}
 		if trim {
-			pl.Cmd("XTRIM", stream, "MINID", strconv.FormatInt(trimTo, 10))
-			pl.Cmd("XTRIM", p.batchesKey, "MINID", strconv.FormatInt(trimTo, 10))
-			pl.Cmd("HSET", p.metaKey, "start", trimTo)
+			p.planTrim(&pl, &st)
+		}
+		for _, a := range archives {
+			st.markArchived(a)
+		}
+		for id := range drops {
+			p.planDropLocal(&pl, &st, id)
+		}
+		if st.segsChanged {
+			args := []any{"HSET", p.segmentsKey}
+			for _, sg := range st.segs {
+				args = append(args, sg.ID, sg.encode())
+			}
+			pl.Cmd(args...)
+			if len(st.removed) > 0 {
+				args := []any{"HDEL", p.segmentsKey}
+				for _, id := range st.removed {
+					args = append(args, id)
+				}
+				pl.Cmd(args...)
+			}
 		}
 		pl.Cmd("EXEC")
 		err := p.commit(ctx, &pl)
 		if err != nil && resp.IsConnError(err) {
 			// The transaction may or may not have run: the counter written
 			// with it tells.
-			if serr := p.resync(ctx); serr == nil {
+			if serr := p.resync(ctx); serr == nil && st.next > st.base {
 				p.mu.Lock()
-				applied := p.next == next
+				applied := p.next == st.next
 				p.mu.Unlock()
 				if applied {
 					err = nil
@@ -306,27 +422,140 @@ func (p *Partition) flushLoop() {
 		}
 		p.mu.Lock()
 		if err == nil {
-			p.next, p.bytes, p.maxTs = next, bytes, maxTs
-			p.hw.Store(next)
-			if trim && trimTo > p.start.Load() {
-				p.start.Store(trimTo)
+			p.next, p.bytes, p.maxTs, p.segMin, p.segMax = st.next, st.bytes, st.maxTs, st.segMin, st.segMax
+			p.segs, p.producers = st.segs, st.producers
+			p.segsSaved = p.segsSaved || st.segsChanged
+			p.hw.Store(st.next)
+			if trim && st.trimTo > p.start.Load() {
+				p.start.Store(st.trimTo)
 			}
 		} else {
 			p.needSync = true
+			if st.roll {
+				p.roll = true
+			}
 		}
 		p.mu.Unlock()
 		if err != nil {
-			p.t.e.log.Warn("append failed", "topic", p.t.name, "partition", p.id, "records", next-base, "err", err)
+			p.t.e.log.Warn("append failed", "topic", p.t.name, "partition", p.id, "records", st.next-st.base, "err", err)
 			err = fmt.Errorf("%w: %v", ErrStorageUnavailable, err)
 		}
+		if err == nil && len(committed) > 0 && p.t.e.opts.OnCommit != nil {
+			batches := make([][]record.Record, len(committed))
+			for i, op := range committed {
+				batches[i] = op.recs
+			}
+			p.t.e.opts.OnCommit(p, batches, st.next)
+		}
 		for _, op := range take {
-			op.err = err
+			if err != nil && op.err == nil {
+				op.err = err
+			}
 			close(op.done)
 		}
-		if err == nil && next > base {
+		for _, a := range archives {
+			a.done <- err
+		}
+		for _, w := range trimWait {
+			w <- err
+		}
+		if err == nil && st.next > st.base {
 			p.notify()
 		}
 	}
+}
+
+// flushState is the partition as one flush will leave it if Redis takes
+// the transaction; it is applied to the Partition only on success.
+type flushState struct {
+	base, next, bytes, maxTs, segMin, segMax int64
+	segs                                     []Segment
+	segsChanged                              bool
+	removed                                  []int64
+	trimTo                                   int64
+	roll                                     bool
+	producers                                map[int64]*producerState
+}
+
+// assign checks producer sequences and gives offsets to the appends that
+// go in. It returns them and the producers whose state changed.
+func (st *flushState) assign(take []*Pending, settings topicSettings, now time.Time) (committed []*Pending, changed []int64) {
+	st.next = st.base
+	nowMs := now.UnixMilli()
+	prods := st.producers
+	copied := false
+	for _, op := range take {
+		op.base = -1
+		if op.prod.ID >= 0 {
+			cur := prods[op.prod.ID]
+			last := op.prod.FirstSeq + int32(len(op.recs)) - 1
+			dup, err := cur.check(op.prod.Epoch, op.prod.FirstSeq, last)
+			if err != nil {
+				op.err = err
+				continue
+			}
+			if dup >= 0 {
+				op.base = dup // a retry of a batch already in the log
+				continue
+			}
+			if !copied {
+				prods = maps.Clone(prods)
+				if prods == nil {
+					prods = map[int64]*producerState{}
+				}
+				copied = true
+			}
+			prods[op.prod.ID] = cur.with(op.prod.Epoch, op.prod.FirstSeq, last, st.next)
+			if !slices.Contains(changed, op.prod.ID) {
+				changed = append(changed, op.prod.ID)
+			}
+		}
+		op.base = st.next
+		if settings.logAppendTime {
+			op.logAppendTime = nowMs
+		}
+		for i := range op.recs {
+			r := &op.recs[i]
+			r.Offset = st.next
+			st.next++
+			if settings.logAppendTime {
+				r.Timestamp = nowMs
+			}
+			st.maxTs = max(st.maxTs, r.Timestamp)
+			if st.segMin < 0 || r.Timestamp < st.segMin {
+				st.segMin = r.Timestamp
+			}
+			st.segMax = max(st.segMax, r.Timestamp)
+		}
+		st.bytes += op.size
+		committed = append(committed, op)
+	}
+	st.producers = prods
+	return committed, changed
+}
+
+// planSegments seals the open segment when it is full or old (or a seal
+// was asked for) before this flush's records go in, so no segment grows
+// past segment.bytes by more than one flush; the new segment opens at the
+// flush's first offset.
+func (st *flushState) planSegments(settings topicSettings, now time.Time, appending, saved bool) {
+	open := st.segs[len(st.segs)-1]
+	hasRecords := st.base > open.Base
+	full := settings.segmentBytes > 0 && st.bytes-open.StartBytes >= settings.segmentBytes
+	old := settings.segmentMs > 0 && now.UnixMilli()-open.Created >= settings.segmentMs
+	if !hasRecords || !(st.roll || appending && (full || old)) {
+		st.roll = false
+		st.segsChanged = !saved
+		return
+	}
+	segs := append([]Segment(nil), st.segs...)
+	sealed := &segs[len(segs)-1]
+	sealed.Last, sealed.Bytes = st.base-1, st.bytes-sealed.StartBytes
+	sealed.MinTs, sealed.MaxTs = st.segMin, st.segMax
+	sealed.State, sealed.Sealed = SegmentSealed, now.UnixMilli()
+	segs = append(segs, Segment{ID: open.ID + 1, Base: st.base, Last: -1, StartBytes: st.bytes, State: SegmentOpen, Local: true, Created: now.UnixMilli(), MinTs: -1, MaxTs: -1})
+	st.segs, st.segsChanged, st.roll = segs, true, true
+	st.segMin, st.segMax = -1, -1
 }
 
 // commit runs one transaction and checks every reply in it.
@@ -369,28 +598,231 @@ func (p *Partition) commit(ctx context.Context, pl *resp.Pipeline) error {
 	return nil
 }
 
-// resync reloads the partition's counters from Redis.
+// resync reloads the partition's counters and registry from Redis.
 func (p *Partition) resync(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	var pl resp.Pipeline
-	p.mu.Lock()
-	seg := p.segment
-	p.mu.Unlock()
-	pl.Cmd("HMGET", p.metaKey, "next", "start", "bytes", "maxts", "segment")
-	pl.Cmd("XREVRANGE", p.streamKey(seg), "+", "-", "COUNT", 1)
-	rs, err := p.t.e.rc.Exec(ctx, &pl)
-	if err != nil {
-		return fmt.Errorf("resync %s: %w", p.metaKey, err)
-	}
-	defer rs.Release()
-	if err := p.loadState(rs.At(0), rs.At(1)); err != nil {
+	if err := loadPartitions(ctx, p.t.e, []*Partition{p}); err != nil {
 		return fmt.Errorf("resync %s: %w", p.metaKey, err)
 	}
 	p.mu.Lock()
 	p.needSync = false
 	p.mu.Unlock()
 	return nil
+}
+
+// loadPartitions loads partitions' state in two pipelined round trips:
+// counters and registries, then the last entry of each open segment.
+func loadPartitions(ctx context.Context, e *Engine, parts []*Partition) error {
+	if len(parts) == 0 {
+		return nil
+	}
+	var pl resp.Pipeline
+	for _, p := range parts {
+		pl.Cmd("HGETALL", p.metaKey)
+		pl.Cmd("HGETALL", p.segmentsKey)
+	}
+	rs, err := e.rc.Exec(ctx, &pl)
+	if err != nil {
+		return fmt.Errorf("load partitions: %w", err)
+	}
+	defer rs.Release()
+	pl.Reset()
+	for i, p := range parts {
+		if err := p.loadState(rs.At(2*i), rs.At(2*i+1), nil); err != nil {
+			return fmt.Errorf("load partition %s/%d: %w", p.t.name, p.id, err)
+		}
+		pl.Cmd("XREVRANGE", p.StreamKey(), "+", "-", "COUNT", 1)
+	}
+	tops, err := e.rc.Exec(ctx, &pl)
+	if err != nil {
+		return fmt.Errorf("load partitions: %w", err)
+	}
+	defer tops.Release()
+	for i, p := range parts {
+		top := tops.At(i)
+		if err := p.loadState(rs.At(2*i), rs.At(2*i+1), &top); err != nil {
+			return fmt.Errorf("load partition %s/%d: %w", p.t.name, p.id, err)
+		}
+	}
+	return nil
+}
+
+// planTrim adds to the transaction what retention's trim to st.trimTo
+// takes: whole segments below it go (their streams unlinked, cold files
+// queued for deletion), the segment holding it is trimmed with XTRIM MINID.
+func (p *Partition) planTrim(pl *resp.Pipeline, st *flushState) {
+	target := st.trimTo
+	var keep []Segment
+	for i, sg := range st.segs {
+		open := i == len(st.segs)-1
+		switch {
+		case !open && sg.Last < target:
+			if sg.Local {
+				pl.Cmd("UNLINK", p.streamKey(sg.ID))
+			}
+			if sg.File != "" {
+				pl.Cmd("SADD", p.t.e.k.coldGarbage(), "file\x00"+p.t.name+"\x00"+sg.File)
+			}
+			st.removed = append(st.removed, sg.ID)
+		case sg.Base < target && sg.Local:
+			pl.Cmd("XTRIM", p.streamKey(sg.ID), "MINID", strconv.FormatInt(target, 10))
+			keep = append(keep, sg)
+		default:
+			keep = append(keep, sg)
+		}
+	}
+	if len(st.removed) > 0 {
+		st.segs, st.segsChanged = keep, true
+	}
+	pl.Cmd("XTRIM", p.batchesKey, "MINID", strconv.FormatInt(target, 10))
+	pl.Cmd("HSET", p.metaKey, "start", target)
+}
+
+type archiveReq struct {
+	seg       int64
+	file      string
+	fileBytes int64
+	done      chan error
+}
+
+func (st *flushState) markArchived(a archiveReq) {
+	for i, sg := range st.segs {
+		if sg.ID == a.seg && sg.State == SegmentSealed {
+			segs := append([]Segment(nil), st.segs...)
+			segs[i].State, segs[i].File, segs[i].FileBytes = SegmentArchived, a.file, a.fileBytes
+			st.segs, st.segsChanged = segs, true
+		}
+	}
+}
+
+// MarkArchived records in the registry that a sealed segment's records are
+// in the cold tier as file. It returns once the registry is durable in
+// Redis. Marking an already archived segment does nothing.
+func (p *Partition) MarkArchived(ctx context.Context, seg int64, file string, fileBytes int64) error {
+	done := make(chan error, 1)
+	p.mu.Lock()
+	p.archives = append(p.archives, archiveReq{seg, file, fileBytes, done})
+	p.kickLocked()
+	p.mu.Unlock()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("mark segment %d archived: %w", seg, ctx.Err())
+	}
+}
+
+// DeleteRecords moves the log start up to offset (Kafka's DeleteRecords;
+// -1 means the high watermark) and returns the new log start once Redis
+// has it.
+func (p *Partition) DeleteRecords(ctx context.Context, offset int64) (int64, error) {
+	hw := p.hw.Load()
+	if offset == -1 {
+		offset = hw
+	}
+	if offset < 0 || offset > hw {
+		return -1, fmt.Errorf("%w: %d not in [0, %d]", ErrOffsetOutOfRange, offset, hw)
+	}
+	if offset <= p.start.Load() {
+		return p.start.Load(), nil
+	}
+	done := make(chan error, 1)
+	p.mu.Lock()
+	p.trimTo = max(p.trimTo, offset)
+	p.trimWait = append(p.trimWait, done)
+	p.kickLocked()
+	p.mu.Unlock()
+	select {
+	case err := <-done:
+		if err != nil {
+			return -1, err
+		}
+		return p.start.Load(), nil
+	case <-ctx.Done():
+		return -1, fmt.Errorf("delete records: %w", ctx.Err())
+	}
+}
+
+// ProducerInfo describes an idempotent producer a partition knows.
+type ProducerInfo struct {
+	ID           int64
+	Epoch        int16
+	LastSequence int32
+	LastOffset   int64
+}
+
+// Producers lists the idempotent producers the partition remembers.
+func (p *Partition) Producers() []ProducerInfo {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]ProducerInfo, 0, len(p.producers))
+	for id, st := range p.producers {
+		pi := ProducerInfo{ID: id, Epoch: st.epoch, LastSequence: -1, LastOffset: -1}
+		if n := len(st.batches); n > 0 {
+			pi.LastSequence = st.batches[n-1].lastSeq
+			pi.LastOffset = st.batches[n-1].base + int64(st.batches[n-1].lastSeq-st.batches[n-1].firstSeq)
+		}
+		out = append(out, pi)
+	}
+	slices.SortFunc(out, func(a, b ProducerInfo) int { return cmp.Compare(a.ID, b.ID) })
+	return out
+}
+
+// LocalBytes is what the partition's records take in Redis (by korvet's
+// entry size estimate): the segments whose streams are still there.
+func (p *Partition) LocalBytes() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var n int64
+	for i, sg := range p.segs {
+		switch {
+		case !sg.Local:
+		case i == len(p.segs)-1:
+			n += p.bytes - sg.StartBytes
+		default:
+			n += sg.Bytes
+		}
+	}
+	return n
+}
+
+// DropLocal asks for an archived segment's stream to leave Redis.
+func (p *Partition) DropLocal(seg int64) {
+	p.mu.Lock()
+	if p.dropLocal == nil {
+		p.dropLocal = map[int64]bool{}
+	}
+	p.dropLocal[seg] = true
+	p.kickLocked()
+	p.mu.Unlock()
+}
+
+// rollIfIdle seals the open segment when it holds records and is older
+// than segment.ms, so a quiet partition's data can still be archived.
+func (p *Partition) rollIfIdle(now time.Time) {
+	ms := p.t.currentSettings().segmentMs
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	open := p.segs[len(p.segs)-1]
+	if p.next > open.Base && ms > 0 && now.UnixMilli()-open.Created >= ms {
+		p.roll = true
+		p.kickLocked()
+	}
+}
+
+// planDropLocal removes an archived segment's stream from Redis: its
+// records are read from the cold tier from then on.
+func (p *Partition) planDropLocal(pl *resp.Pipeline, st *flushState, id int64) {
+	for i, sg := range st.segs {
+		if sg.ID != id || i == len(st.segs)-1 || sg.State != SegmentArchived || !sg.Local {
+			continue
+		}
+		segs := append([]Segment(nil), st.segs...)
+		segs[i].Local = false
+		st.segs, st.segsChanged = segs, true
+		pl.Cmd("UNLINK", p.streamKey(id))
+	}
 }
 
 // Watch registers ch to receive a non-blocking send whenever records are

@@ -64,35 +64,68 @@ func (p *Partition) Read(ctx context.Context, offset int64, maxBytes int) (*Read
 	if p.next > 0 && p.bytes > 0 {
 		avg = max(p.bytes/p.next, 1)
 	}
-	seg := p.segment
+	segs := p.segs
 	p.mu.Unlock()
-	count := min(int64(maxBytes)/avg+1, hw-offset, maxReadCount)
+	count := min(int64(maxBytes)/avg+1, maxReadCount)
 
+	// Walk the segments from the one holding offset: one may hold nothing
+	// at or after it (compaction deletes records), so go on to the next.
+	for i := max(segmentFor(segs, offset), 0); i < len(segs) && offset < hw; i++ {
+		sg := segs[i]
+		end := hw - 1
+		if i < len(segs)-1 {
+			end = min(end, segs[i+1].Base-1)
+		}
+		if offset > end {
+			continue
+		}
+		var err error
+		switch {
+		case sg.Local:
+			err = p.readStream(ctx, res, sg.ID, offset, end, min(count, end-offset+1), maxBytes)
+		default:
+			var recs []record.Record
+			recs, err = p.readCold(ctx, sg, offset, maxBytes)
+			res.Records = append(res.Records, recs...)
+		}
+		if err != nil {
+			res.Release()
+			return nil, fmt.Errorf("read %s/%d at %d: %w", p.t.name, p.id, offset, err)
+		}
+		if len(res.Records) > 0 {
+			return res, nil
+		}
+		offset = end + 1
+	}
+	return res, nil
+}
+
+// readStream reads entries [from, to] of one segment stream into res.
+func (p *Partition) readStream(ctx context.Context, res *ReadResult, seg, from, to, count int64, maxBytes int) error {
 	var pl resp.Pipeline
-	pl.Cmd("XRANGE", p.streamKey(seg), strconv.FormatInt(offset, 10), strconv.FormatInt(hw-1, 10), "COUNT", count)
+	pl.Cmd("XRANGE", p.streamKey(seg), strconv.FormatInt(from, 10), strconv.FormatInt(to, 10), "COUNT", count)
 	rs, err := p.t.e.rc.Exec(ctx, &pl)
 	if err != nil {
-		res.Release()
-		return nil, fmt.Errorf("%w: read %s/%d at %d: %v", ErrStorageUnavailable, p.t.name, p.id, offset, err)
+		return fmt.Errorf("%w: %v", ErrStorageUnavailable, err)
+	}
+	if res.rs != nil {
+		res.rs.Release()
 	}
 	res.rs = rs
 	rep := rs.At(0)
 	if err := rep.Err(); err != nil {
-		res.Release()
-		return nil, fmt.Errorf("read %s/%d at %d: %w", p.t.name, p.id, offset, err)
+		return err
 	}
 	res.elems = rep.Elems(res.elems[:0])
 	size := 0
 	for _, ent := range res.elems {
 		res.pair = ent.Elems(res.pair[:0])
 		if len(res.pair) != 2 {
-			res.Release()
-			return nil, fmt.Errorf("read %s/%d: malformed stream entry", p.t.name, p.id)
+			return fmt.Errorf("malformed stream entry")
 		}
 		off, err := parseEntryID(res.pair[0].Bytes())
 		if err != nil {
-			res.Release()
-			return nil, fmt.Errorf("read %s/%d: %w", p.t.name, p.id, err)
+			return err
 		}
 		res.dec.Begin()
 		odd := false
@@ -109,8 +142,7 @@ func (p *Partition) Read(ctx context.Context, offset int64, maxBytes int) (*Read
 		res.Records = append(res.Records, record.Record{Offset: off})
 		rec := &res.Records[len(res.Records)-1]
 		if err := res.dec.Finish(rec); err != nil {
-			res.Release()
-			return nil, fmt.Errorf("read %s/%d offset %d: %w", p.t.name, p.id, off, err)
+			return fmt.Errorf("offset %d: %w", off, err)
 		}
 		// Past maxBytes only the first record stays (KIP-74).
 		if size += rec.Size(); size > maxBytes && len(res.Records) > 1 {
@@ -121,7 +153,7 @@ func (p *Partition) Read(ctx context.Context, offset int64, maxBytes int) (*Read
 			break
 		}
 	}
-	return res, nil
+	return nil
 }
 
 // OffsetForTime returns the first offset whose record has a timestamp at or
@@ -302,11 +334,7 @@ func (p *Partition) applyRetention(ctx context.Context, now time.Time) error {
 	if target > p.trimTo {
 		p.trimTo = target
 	}
-	start := !p.flushing && !p.closed
-	p.flushing = p.flushing || start
+	p.kickLocked()
 	p.mu.Unlock()
-	if start {
-		go p.flushLoop()
-	}
 	return nil
 }

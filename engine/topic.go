@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"sync"
-
-	"github.com/korvet/korvet/resp"
 )
 
 // Topic is a named set of partitions with its configs.
@@ -125,27 +123,7 @@ func (t *Topic) currentSettings() topicSettings {
 	return t.settings
 }
 
-// loadPartitions reads the counters of partitions from index from on, in
-// one round trip, and repairs them against the streams if they disagree.
+// loadPartitions loads the state of partitions from index from on.
 func (t *Topic) loadPartitions(ctx context.Context, from int) error {
-	parts := t.Partitions()[from:]
-	if len(parts) == 0 {
-		return nil
-	}
-	var pl resp.Pipeline
-	for _, p := range parts {
-		pl.Cmd("HMGET", p.metaKey, "next", "start", "bytes", "maxts", "segment")
-		pl.Cmd("XREVRANGE", p.streamKey(0), "+", "-", "COUNT", 1)
-	}
-	rs, err := t.e.rc.Exec(ctx, &pl)
-	if err != nil {
-		return fmt.Errorf("load partitions: %w", err)
-	}
-	defer rs.Release()
-	for i, p := range parts {
-		if err := p.loadState(rs.At(2*i), rs.At(2*i+1)); err != nil {
-			return fmt.Errorf("load partition %d: %w", p.id, err)
-		}
-	}
-	return nil
+	return loadPartitions(ctx, t.e, t.Partitions()[from:])
 }

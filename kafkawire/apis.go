@@ -38,15 +38,48 @@ func apiTable() map[int16]apiDef {
 		19: {0, 7, handleCreateTopics},
 		20: {0, 6, handleDeleteTopics},
 		22: {0, 5, handleInitProducerID},
+		21: {0, 2, handleDeleteRecords},
+		23: {0, 4, handleOffsetForLeaderEpoch},
+		32: {0, 4, handleDescribeConfigs},
+		35: {0, 4, handleDescribeLogDirs},
+		60: {0, 1, handleDescribeCluster},
+		61: {0, 0, handleDescribeProducers},
+		33: {0, 2, handleAlterConfigs},
+		37: {0, 3, handleCreatePartitions},
+		44: {0, 1, handleIncrementalAlterConfigs},
+		// Consumer groups, classic protocol.
+		8:  {0, 9, handleOffsetCommit},
+		9:  {0, 9, handleOffsetFetch},
+		10: {0, 6, handleFindCoordinator},
+		11: {0, 9, handleJoinGroup},
+		12: {0, 4, handleHeartbeat},
+		13: {0, 5, handleLeaveGroup},
+		14: {0, 5, handleSyncGroup},
+		15: {0, 5, handleDescribeGroups},
+		16: {0, 5, handleListGroups},
+		42: {0, 2, handleDeleteGroups},
+		47: {0, 0, handleOffsetDelete},
+		// Security: SASL, ACLs, SCRAM users; each connection is offered
+		// what applies to it (conn.offers).
+		17: {0, 1, handleSaslHandshake},
+		36: {0, 2, handleSaslAuthenticate},
+		29: {0, 3, handleDescribeACLs},
+		30: {0, 3, handleCreateACLs},
+		31: {0, 3, handleDeleteACLs},
+		50: {0, 0, handleDescribeUserSCRAMCredentials},
+		51: {0, 0, handleAlterUserSCRAMCredentials},
 	}
 }
 
-func (s *Server) apiVersionsResponse(version int16) *kmsg.ApiVersionsResponse {
+func (c *conn) apiVersionsResponse(version int16) *kmsg.ApiVersionsResponse {
+	s := c.s
 	r := kmsg.NewPtrApiVersionsResponse()
 	r.Version = version
 	keys := make([]int16, 0, len(s.apis))
 	for k := range s.apis {
-		keys = append(keys, k)
+		if c.offers(k) {
+			keys = append(keys, k)
+		}
 	}
 	sort.Slice(keys, func(i, j int) bool { return keys[i] < keys[j] })
 	for _, k := range keys {
@@ -57,7 +90,7 @@ func (s *Server) apiVersionsResponse(version int16) *kmsg.ApiVersionsResponse {
 }
 
 func handleApiVersions(_ context.Context, c *conn, req kmsg.Request) func() kmsg.Response {
-	r := c.s.apiVersionsResponse(req.GetVersion())
+	r := c.apiVersionsResponse(req.GetVersion())
 	return func() kmsg.Response { return r }
 }
 
@@ -82,6 +115,14 @@ func errorCode(err error) int16 {
 		return kerr.OffsetOutOfRange.Code
 	case errors.Is(err, engine.ErrInvalidRecord):
 		return kerr.InvalidRecord.Code
+	case errors.Is(err, engine.ErrOutOfOrderSequence):
+		return kerr.OutOfOrderSequenceNumber.Code
+	case errors.Is(err, engine.ErrDuplicateSequence):
+		return kerr.DuplicateSequenceNumber.Code
+	case errors.Is(err, engine.ErrInvalidProducerEpoch):
+		return kerr.InvalidProducerEpoch.Code
+	case errors.Is(err, engine.ErrUnknownProducerID):
+		return kerr.UnknownProducerID.Code
 	case errors.Is(err, records.ErrCorrupt):
 		return kerr.CorruptMessage.Code
 	case errors.Is(err, records.ErrUnsupported):

@@ -44,10 +44,12 @@ func handleListOffsets(ctx context.Context, c *conn, kreq kmsg.Request) func() k
 				switch rq.Timestamp {
 				case listLatest:
 					sp.Offset = p.HighWatermark()
-				case listEarliest, listEarliestLocal:
+				case listEarliest:
 					sp.Offset = p.LogStart()
+				case listEarliestLocal:
+					sp.Offset = p.LocalStart()
 				case listLatestTiered:
-					sp.Offset = -1 // nothing tiered yet
+					sp.Offset = p.LastTiered()
 				case listMaxTimestamp:
 					sp.Offset, sp.Timestamp, err = p.MaxTimestamp(ctx)
 				default:

@@ -15,7 +15,8 @@ func handleMetadata(ctx context.Context, c *conn, kreq kmsg.Request) func() kmsg
 		s := c.s
 		eng := s.eng
 		resp := req.ResponseKind().(*kmsg.MetadataResponse)
-		resp.Brokers = []kmsg.MetadataResponseBroker{{NodeID: s.opts.NodeID, Host: s.opts.AdvertisedHost, Port: s.opts.AdvertisedPort}}
+		host, port := c.advertised()
+		resp.Brokers = []kmsg.MetadataResponseBroker{{NodeID: s.opts.NodeID, Host: host, Port: port}}
 		cid := eng.ClusterID()
 		resp.ClusterID = &cid
 		resp.ControllerID = s.opts.NodeID

@@ -80,7 +80,7 @@ func handleProduce(ctx context.Context, c *conn, kreq kmsg.Request) func() kmsg.
 				continue
 			}
 			dec := c.s.decoders.Get().(*batchDecoder)
-			recs, err := decodeProduce(dec, rq.Records, t)
+			recs, prod, err := decodeProduce(dec, rq.Records, t)
 			if err != nil {
 				c.s.decoders.Put(dec)
 				rp.ErrorCode = errorCode(err)
@@ -88,7 +88,7 @@ func handleProduce(ctx context.Context, c *conn, kreq kmsg.Request) func() kmsg.
 				c.s.log.Debug("produce rejected", "topic", t.Name(), "partition", rq.Partition, "err", err)
 				continue
 			}
-			waits = append(waits, produceWait{rp: rp, p: p, pend: p.Append(recs), dec: dec})
+			waits = append(waits, produceWait{rp: rp, p: p, pend: p.AppendFrom(prod, recs), dec: dec})
 		}
 	}
 	return func() kmsg.Response {
@@ -111,18 +111,27 @@ func handleProduce(ctx context.Context, c *conn, kreq kmsg.Request) func() kmsg.
 }
 
 // decodeProduce decodes and checks a partition's record batches. The
-// records point into dec's buffers.
-func decodeProduce(dec *batchDecoder, b []byte, t *engine.Topic) ([]record.Record, error) {
+// records point into dec's buffers. Batches of an idempotent producer carry
+// its id and sequence, which the engine checks; a request mixing producers
+// in one partition is refused, as Kafka only ever sends one batch there.
+func decodeProduce(dec *batchDecoder, b []byte, t *engine.Topic) ([]record.Record, engine.Producer, error) {
+	prod := engine.NoProducer
 	batches, err := dec.Decode(b, dec.batches[:0])
 	dec.batches = batches
 	if err != nil {
-		return nil, fmt.Errorf("records for %s: %w", t.Name(), err)
+		return nil, prod, fmt.Errorf("records for %s: %w", t.Name(), err)
 	}
 	var recs []record.Record
 	for i := range batches {
 		bt := &batches[i]
 		if bt.Transactional() || bt.Control() {
-			return nil, fmt.Errorf("%w: transactional batches are not supported", engine.ErrInvalidRecord)
+			return nil, prod, fmt.Errorf("%w: transactional batches are not supported", engine.ErrInvalidRecord)
+		}
+		if bt.ProducerID >= 0 {
+			if len(batches) > 1 {
+				return nil, prod, fmt.Errorf("%w: an idempotent producer sends one batch per partition", engine.ErrInvalidRecord)
+			}
+			prod = engine.Producer{ID: bt.ProducerID, Epoch: bt.ProducerEpoch, FirstSeq: bt.BaseSequence}
 		}
 		if len(batches) == 1 {
 			recs = bt.Records
@@ -131,14 +140,14 @@ func decodeProduce(dec *batchDecoder, b []byte, t *engine.Topic) ([]record.Recor
 		}
 	}
 	if len(recs) == 0 {
-		return nil, fmt.Errorf("%w: no records", records.ErrCorrupt)
+		return nil, prod, fmt.Errorf("%w: no records", records.ErrCorrupt)
 	}
 	if t.Compacted() {
 		for i := range recs {
 			if recs[i].Key == nil {
-				return nil, fmt.Errorf("%w: compacted topic %s needs a key on every record", engine.ErrInvalidRecord, t.Name())
+				return nil, prod, fmt.Errorf("%w: compacted topic %s needs a key on every record", engine.ErrInvalidRecord, t.Name())
 			}
 		}
 	}
-	return recs, nil
+	return recs, prod, nil
 }

@@ -6,6 +6,7 @@ package kafkawire
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -19,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/korvet/korvet/engine"
+	"github.com/korvet/korvet/engine/auth"
 	"github.com/korvet/korvet/kafkawire/records"
 )
 
@@ -27,7 +29,8 @@ type Options struct {
 	// MaxRequestBytes bounds one request frame; a larger frame closes the
 	// connection. Default 100 MiB (Kafka's socket.request.max.bytes).
 	MaxRequestBytes int32
-	// AdvertisedHost and AdvertisedPort are what Metadata tells clients.
+	// AdvertisedHost and AdvertisedPort are what Metadata tells clients
+	// of Serve's listener (ServeListeners takes them per Listener).
 	AdvertisedHost string
 	AdvertisedPort int32
 	// NodeID is this broker's id. Default 0.
@@ -37,7 +40,19 @@ type Options struct {
 	MaxInFlight int
 	// MaxConnections bounds concurrent connections; 0 means 10000.
 	MaxConnections int
-	Logger         *slog.Logger
+	// Auth holds users and ACLs. SASL listeners and ACLs need it; with it
+	// the SCRAM user APIs are served.
+	Auth *auth.Store
+	// ACLs turns authorization on: requests are checked against Auth's
+	// ACLs, except those of SuperUsers ("User:name").
+	ACLs       bool
+	SuperUsers []string
+	// AllowPlainWithoutTLS offers SASL PLAIN on listeners without TLS,
+	// where passwords would cross the network in the clear.
+	AllowPlainWithoutTLS bool
+	// Metrics, when set, counts requests, latency and bytes per API.
+	Metrics *Metrics
+	Logger  *slog.Logger
 }
 
 // Server serves the Kafka protocol for an engine.
@@ -82,38 +97,41 @@ func NewServer(eng *engine.Engine, opts Options) *Server {
 	return s
 }
 
-// Serve accepts connections on ln until ctx is cancelled, then stops
-// reading new requests, lets in-flight ones finish (bounded by drain) and
-// returns.
+// Serve accepts plain connections on ln, advertised as
+// Options.AdvertisedHost and AdvertisedPort; see ServeListeners.
 func (s *Server) Serve(ctx context.Context, ln net.Listener, drain time.Duration) error {
-	stop := context.AfterFunc(ctx, func() { ln.Close() })
-	defer stop()
-	var err error
-	for {
-		nc, aerr := ln.Accept()
-		if aerr != nil {
-			if ctx.Err() == nil {
-				err = fmt.Errorf("kafka listener: %w", aerr)
+	return s.ServeListeners(ctx, drain, Listener{Listener: ln, AdvertisedHost: s.opts.AdvertisedHost, AdvertisedPort: s.opts.AdvertisedPort})
+}
+
+// ServeListeners accepts connections on every listener until ctx is
+// cancelled or one of them fails, then stops reading new requests, lets
+// in-flight ones finish (bounded by drain) and returns.
+func (s *Server) ServeListeners(ctx context.Context, drain time.Duration, ls ...Listener) error {
+	served, err := s.listeners(ls)
+	if err != nil {
+		for _, l := range ls {
+			if l.Listener != nil {
+				l.Close()
 			}
-			break
 		}
-		if s.Connected.Load() >= int64(s.opts.MaxConnections) {
-			s.log.Warn("connection refused: max_connections reached", "remote", nc.RemoteAddr(), "max", s.opts.MaxConnections)
-			nc.Close()
-			continue
-		}
-		c := s.newConn(nc)
-		s.mu.Lock()
-		s.conns[c] = struct{}{}
-		s.mu.Unlock()
-		s.wg.Add(1)
+		return err
+	}
+	actx, stopAccepting := context.WithCancel(ctx)
+	defer stopAccepting()
+	errs := make(chan error, len(served))
+	for _, l := range served {
+		stop := context.AfterFunc(actx, func() { l.Close() })
+		defer stop()
 		go func() {
-			defer s.wg.Done()
-			c.serve(ctx)
-			s.mu.Lock()
-			delete(s.conns, c)
-			s.mu.Unlock()
+			err := s.accept(ctx, actx, l)
+			stopAccepting()
+			errs <- err
 		}()
+	}
+	for range served {
+		if aerr := <-errs; aerr != nil && err == nil {
+			err = aerr
+		}
 	}
 	s.quitOnce.Do(func() { close(s.quit) })
 	// Stop reading: each connection finishes what it has read.
@@ -138,6 +156,39 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, drain time.Duration
 	return err
 }
 
+// accept serves l's connections until actx ends.
+func (s *Server) accept(ctx, actx context.Context, l *listener) error {
+	for {
+		nc, err := l.Accept()
+		if err != nil {
+			if actx.Err() == nil {
+				return fmt.Errorf("kafka listener %s: %w", l.Addr(), err)
+			}
+			return nil
+		}
+		if s.Connected.Load() >= int64(s.opts.MaxConnections) {
+			s.log.Warn("connection refused: max_connections reached", "remote", nc.RemoteAddr(), "max", s.opts.MaxConnections)
+			nc.Close()
+			continue
+		}
+		if l.TLS != nil {
+			nc = tls.Server(nc, l.TLS) // the handshake runs in conn.start
+		}
+		c := s.newConn(nc, l)
+		s.mu.Lock()
+		s.conns[c] = struct{}{}
+		s.mu.Unlock()
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			c.serve(ctx)
+			s.mu.Lock()
+			delete(s.conns, c)
+			s.mu.Unlock()
+		}()
+	}
+}
+
 // slot is one request's place in its connection's response order.
 type slot struct {
 	done   chan struct{}
@@ -148,14 +199,26 @@ type slot struct {
 type conn struct {
 	s       *Server
 	nc      net.Conn
+	l       *listener // the listener it came in on
 	out     chan *slot
 	reading atomic.Bool
 	// clientID is the last request's client id, for logs.
 	clientID string
+
+	// Who is on the other end, for authorization. Set before the first
+	// request that needs it and not changed after, so handlers read them
+	// without locks.
+	principal string // "User:name"
+	super     bool   // principal is a super user
+	host      string // remote IP
+	sasl      saslState
+	// hangup: close the connection once the current request is answered
+	// (failed authentication). Set in a handler's in-order part.
+	hangup bool
 }
 
-func (s *Server) newConn(nc net.Conn) *conn {
-	c := &conn{s: s, nc: nc, out: make(chan *slot, s.opts.MaxInFlight)}
+func (s *Server) newConn(nc net.Conn, l *listener) *conn {
+	c := &conn{s: s, nc: nc, l: l, out: make(chan *slot, s.opts.MaxInFlight)}
 	c.reading.Store(true)
 	return c
 }
@@ -173,6 +236,10 @@ func (c *conn) serve(parent context.Context) {
 	// finish during a drain. It ends when the connection does.
 	ctx, cancel := context.WithCancel(context.WithoutCancel(parent))
 	defer cancel()
+	if !c.start(ctx) {
+		c.nc.Close()
+		return
+	}
 	writerDone := make(chan struct{})
 	go func() {
 		defer close(writerDone)
@@ -196,8 +263,8 @@ func (c *conn) readLoop(ctx context.Context) {
 			return
 		}
 		size := int32(binary.BigEndian.Uint32(hdr[:]))
-		if size < 8 || size > c.s.opts.MaxRequestBytes {
-			c.s.log.Warn("closing connection: bad request size", "remote", c.nc.RemoteAddr(), "size", size, "max_request_bytes", c.s.opts.MaxRequestBytes)
+		if lo, hi := c.frameLimits(); size < lo || size > hi {
+			c.s.log.Warn("closing connection: bad request size", "remote", c.nc.RemoteAddr(), "size", size, "max", hi)
 			return
 		}
 		body := make([]byte, size)
@@ -206,6 +273,12 @@ func (c *conn) readLoop(ctx context.Context) {
 			return
 		}
 		sl := &slot{done: make(chan struct{})}
+		if c.sasl.raw {
+			if !c.rawSaslToken(ctx, body, sl) {
+				return
+			}
+			continue
+		}
 		if !c.dispatch(ctx, body, sl) {
 			return
 		}
@@ -221,12 +294,12 @@ func (c *conn) dispatch(ctx context.Context, body []byte, sl *slot) bool {
 		return false
 	}
 	c.clientID = h.clientID
-	api, ok := c.s.apis[h.key]
+	api, ok := c.api(h.key)
 	if !ok || h.version < api.min || h.version > api.max {
 		if h.key == apiVersionsKey {
 			// Clients probe with versions newer than ours and expect a
 			// v0 answer listing what we support (KIP-511).
-			r := c.s.apiVersionsResponse(0)
+			r := c.apiVersionsResponse(0)
 			r.ErrorCode = errUnsupportedVersion
 			sl.frame = encodeResponse(h.correlation, false, r)
 			close(sl.done)
@@ -240,25 +313,32 @@ func (c *conn) dispatch(ctx context.Context, body []byte, sl *slot) bool {
 		c.s.log.Warn("closing connection: request failed to decode", "remote", c.nc.RemoteAddr(), "api", kmsg.NameForKey(h.key), "version", h.version)
 		return false
 	}
+	if !c.admit(h.key) {
+		c.s.log.Warn("closing connection: request before SASL authentication", "remote", c.nc.RemoteAddr(), "client", c.clientID, "api", kmsg.NameForKey(h.key))
+		return false
+	}
 	// The slot goes into the queue before any work starts, so responses
 	// leave in request order however long each takes.
 	c.out <- sl
-	finish := api.handle(ctx, c, req)
+	observe := c.s.opts.Metrics.started(h.key, req, len(body)+4)
+	finish := c.handle(ctx, api.handle, req)
 	go func() {
 		defer close(sl.done)
+		var resp kmsg.Response
 		defer func() {
 			if r := recover(); r != nil {
 				c.s.log.Error("handler panic; closing connection", "api", kmsg.NameForKey(h.key), "panic", r)
 				sl.closer = true
 			}
+			observe(resp, len(sl.frame))
 		}()
-		resp := finish()
+		resp = finish()
 		if resp == nil {
 			return // acks=0 produce: no answer
 		}
 		sl.frame = encodeResponse(h.correlation, h.flexibleResponse(), resp)
 	}()
-	return true
+	return !c.hangup
 }
 
 func (c *conn) writeLoop() {

@@ -1,6 +1,11 @@
 #!/usr/bin/env bash
 # Runs korvet's whole test suite, installing what it needs first on a fresh
-# Debian machine (redis-server, kcat, python3-kafka). Exits non-zero on any failure.
+# Debian machine (redis-server, kcat, python3-kafka, chromium for the status
+# page, systemd for systemd-analyze). Exits non-zero on any failure.
+#
+# As root with CI or KORVET_TEST_DEB=1 set, the suite installs the .deb it
+# builds on this machine and purges it again. KORVET_ARTIFACTS=DIR keeps the
+# status page screenshots there.
 #
 #   scripts/test.sh
 #
@@ -20,11 +25,25 @@ section "setup"
 command -v go >/dev/null 2>&1 || die "go is not on PATH (korvet needs the Go toolchain named in go.mod)"
 need_cmd redis-server redis-server
 need_cmd kcat kcat
+need_cmd chromium chromium
+need_cmd systemd-analyze systemd
+need_cmd dpkg-deb dpkg
 # kafka-python 2.0 (a client test drives it through Debian's python3).
 /usr/bin/python3 -c 'import kafka' >/dev/null 2>&1 || apt_install "python kafka module" python3-kafka
+# versitygw (Apache-2.0), the S3 server the cold-tier tests run against.
+gobin=$(go env GOBIN)
+[[ -n $gobin ]] || gobin="$(go env GOPATH | cut -d: -f1)/bin"
+if ! command -v versitygw >/dev/null 2>&1 && [[ ! -x $gobin/versitygw ]]; then
+	log "installing versitygw v1.8.0 (about 2 minutes the first time)"
+	GOFLAGS=-buildvcs=false go install github.com/versity/versitygw/cmd/versitygw@v1.8.0 || die "go install versitygw failed"
+fi
+export PATH="$PATH:$gobin"
 go version
 redis-server --version | cut -d" " -f1-3
 echo "kcat $(kcat -V 2>&1 | sed -n 's/^Version \([^ ]*\).*/\1/p')"
+chromium --version 2>/dev/null
+systemd-analyze --version | head -n 1
+versitygw --version 2>/dev/null | head -n 1 || true
 
 section "go vet ./..."
 go vet ./...

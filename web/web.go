@@ -1,43 +1,236 @@
-// Package web serves korvet's HTTP side: health now; the status page, the
-// JSON API, metrics and the KV view as they arrive. It reads the engine and
-// never talks to Redis itself.
+// Package web serves korvet's HTTP side: the status page (embedded, no
+// build step), its JSON API under /api/v1/, /metrics, and health. It reads
+// the engine and never talks to Redis itself. Everything is read-only but
+// the endpoints behind the admin token.
 package web
 
 import (
 	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"embed"
 	"encoding/json"
+	"io/fs"
+	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/korvet/korvet/engine"
+	"github.com/korvet/korvet/engine/group"
 )
 
-// Options configure the handler.
+// Options configure the handler. Everything but Version and Started may
+// be left out; a part left out is shown as absent.
 type Options struct {
 	Version string
 	Started time.Time
+	// Listeners are the addresses korvet serves, for the status page.
+	Listeners []Listener
+	// Kafka reports the Kafka server's connections and traffic.
+	Kafka func() KafkaStats
+	// Groups lists consumer groups with their lag; default eng.Groups().
+	Groups Groups
+	// Index reports the KV index; nil when korvet runs without one.
+	Index func(context.Context) (IndexStatus, error)
+	// RebuildIndex starts a rebuild of the KV index in the background and
+	// returns (POST /api/v1/index/rebuild, admin only); an error (such as
+	// one already running) is answered 409.
+	RebuildIndex func(context.Context) error
+	// Tiering reports the cold tier; nil hides its section.
+	Tiering func(context.Context) (TieringStatus, error)
+	// Metrics is the process's Prometheus registry (the Kafka server's
+	// metrics, Go runtime); /metrics adds the engine's gauges to it.
+	Metrics prometheus.Gatherer
+	// AdminToken guards state-changing endpoints; empty disables them.
+	AdminToken string
+	Logger     *slog.Logger
+}
+
+// Listener is one address korvet serves.
+type Listener struct {
+	Name    string `json:"name"`
+	Address string `json:"address"`
+}
+
+// KafkaStats are the Kafka server's figures since start.
+type KafkaStats struct {
+	Connections     int64
+	Requests        int64
+	BytesIn         int64
+	BytesOut        int64
+	ProducedRecords int64
+	FetchedRecords  int64
+}
+
+// Groups is what the page needs of the group coordinator.
+type Groups interface {
+	List() []group.Summary
+	Lag(ctx context.Context, group string) ([]group.PartitionLag, error)
+}
+
+// IndexStatus is the KV index as the status page shows it.
+type IndexStatus struct {
+	Open        bool      `json:"open"`
+	Keys        int64     `json:"keys"`
+	SizeBytes   int64     `json:"size_bytes"`
+	Lag         int64     `json:"lag"` // records committed to Redis, not yet indexed
+	Topics      []string  `json:"topics,omitempty"`
+	Rebuilding  bool      `json:"rebuilding"`
+	LastRebuild time.Time `json:"last_rebuild,omitzero"`
+	Error       string    `json:"error,omitempty"`
+}
+
+// TieringStatus is the cold tier as the status page shows it.
+type TieringStatus struct {
+	BacklogSegments int64            `json:"backlog_segments"` // sealed, not yet archived
+	BacklogBytes    int64            `json:"backlog_bytes"`
+	LastArchived    *ArchivedSegment `json:"last_archived,omitempty"`
+	Errors          int64            `json:"errors"` // since start
+	// LastError is warned about for an hour after LastErrorAt.
+	LastError   string    `json:"last_error,omitempty"`
+	LastErrorAt time.Time `json:"last_error_at,omitzero"`
+}
+
+// ArchivedSegment is one segment moved to the cold tier.
+type ArchivedSegment struct {
+	Topic     string    `json:"topic"`
+	Partition int32     `json:"partition"`
+	Segment   int64     `json:"segment"`
+	Records   int64     `json:"records"`
+	Bytes     int64     `json:"bytes"`
+	At        time.Time `json:"at"`
+}
+
+//go:embed static
+var static embed.FS
+
+type server struct {
+	eng    *engine.Engine
+	opts   Options
+	groups Groups
+	log    *slog.Logger
+	// adminHash is the token's SHA-256; hashing both sides first makes the
+	// comparison constant-time whatever the lengths.
+	adminHash *[32]byte
 }
 
 // New returns korvet's HTTP handler.
 func New(eng *engine.Engine, opts Options) http.Handler {
+	s := &server{eng: eng, opts: opts, groups: opts.Groups, log: opts.Logger}
+	if s.groups == nil {
+		s.groups = eng.Groups()
+	}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	if opts.AdminToken != "" {
+		h := sha256.Sum256([]byte(opts.AdminToken))
+		s.adminHash = &h
+	}
+
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "version": opts.Version, "uptime_seconds": int64(time.Since(opts.Started).Seconds())})
+	mux.HandleFunc("GET /healthz", s.healthz)
+	mux.HandleFunc("GET /readyz", s.readyz)
+	mux.HandleFunc("GET /metrics", s.metrics)
+
+	mux.HandleFunc("GET /api/v1/status", s.apiStatus)
+	mux.HandleFunc("GET /api/v1/topics", s.apiTopics)
+	mux.HandleFunc("GET /api/v1/groups", s.apiGroups)
+	mux.HandleFunc("POST /api/v1/index/rebuild", s.admin(s.apiIndexRebuild))
+	registerKV(mux, eng)
+	if store := eng.ColdStore(); store != nil {
+		// The Iceberg REST catalog, read-only: DuckDB, Trino, Spark or
+		// PyIceberg attach to the archive at http://HOST/iceberg.
+		mux.Handle("/iceberg/", http.StripPrefix("/iceberg", store.RESTHandler()))
+	}
+
+	assets, _ := fs.Sub(static, "static")
+	files := http.StripPrefix("/static", http.FileServerFS(assets))
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		pageHeaders(w)
+		http.ServeFileFS(w, r, assets, "index.html")
 	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-		defer cancel()
-		if err := eng.Ping(ctx); err != nil {
-			writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "unavailable", "error": err.Error()})
-			return
-		}
-		writeJSON(w, http.StatusOK, map[string]any{"status": "ready"})
+	mux.HandleFunc("GET /static/", func(w http.ResponseWriter, r *http.Request) {
+		pageHeaders(w)
+		files.ServeHTTP(w, r)
 	})
 	return mux
 }
 
+// pageHeaders keep the page self-contained: scripts and styles from
+// korvet only, no framing, no referrer leaking LAN addresses.
+func pageHeaders(w http.ResponseWriter) {
+	h := w.Header()
+	h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; form-action 'none'")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("Cache-Control", "no-cache")
+}
+
+func (s *server) healthz(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "version": s.opts.Version, "uptime_seconds": int64(time.Since(s.opts.Started).Seconds())})
+}
+
+// readyz answers 200 when Redis answers and, with a KV index, the index
+// is open: what a load balancer or systemd watchdog wants to know.
+func (s *server) readyz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	checks := map[string]string{}
+	ok := true
+	if err := s.eng.Ping(ctx); err != nil {
+		checks["redis"], ok = err.Error(), false
+	} else {
+		checks["redis"] = "ok"
+	}
+	if s.opts.Index != nil {
+		st, err := s.opts.Index(ctx)
+		switch {
+		case err != nil:
+			checks["index"], ok = err.Error(), false
+		case !st.Open:
+			checks["index"], ok = "not open", false
+		default:
+			checks["index"] = "ok"
+		}
+	}
+	if !ok {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "unavailable", "checks": checks})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "checks": checks})
+}
+
+// admin lets a request through only with "Authorization: Bearer <token>"
+// matching [http] admin_token. A header (not a cookie or a query
+// parameter) is what keeps other sites' pages from forging the request.
+func (s *server) admin(next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if s.adminHash == nil {
+			writeError(w, http.StatusForbidden, "state-changing endpoints are disabled: set [http] admin_token in korvet.toml")
+			return
+		}
+		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		got := sha256.Sum256([]byte(strings.TrimSpace(token)))
+		if !ok || subtle.ConstantTimeCompare(got[:], s.adminHash[:]) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="korvet"`)
+			writeError(w, http.StatusUnauthorized, "missing or wrong admin token (send Authorization: Bearer <[http] admin_token>)")
+			return
+		}
+		next(w, r)
+	}
+}
+
 func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(code)
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeError(w http.ResponseWriter, code int, msg string) {
+	writeJSON(w, code, map[string]string{"error": msg})
 }

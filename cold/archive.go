@@ -1,0 +1,442 @@
+package cold
+
+import (
+	"cmp"
+	"context"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/table"
+
+	"github.com/korvet/korvet/engine/record"
+)
+
+const topicIDProp = "korvet.topic-id"
+
+// loadTopic returns the topic's table and the data files of its current
+// snapshot, from the cache or the catalog. With create, a missing table is
+// created for ref's topic id. ts.mu must be held.
+func (s *Store) loadTopic(ctx context.Context, ts *topicState, topic string, create *SegmentRef) (*table.Table, error) {
+	if ts.tbl == nil {
+		tbl, err := s.cat.LoadTable(ctx, s.ident(topic))
+		if errors.Is(err, errNoTable) && create != nil {
+			meta, merr := newTableMetadata(s.cat.tableLocation(s.ident(topic)), iceberg.Properties{
+				topicIDProp:          hex.EncodeToString(create.TopicID[:]),
+				"korvet.kafka-topic": topic,
+			})
+			if merr != nil {
+				return nil, merr
+			}
+			tbl, err = s.cat.createTable(ctx, s.ident(topic), meta)
+			if err == nil {
+				s.log.Info("cold: created table", "topic", topic, "location", tbl.Location())
+			}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("load table for topic %s: %w", topic, err)
+		}
+		if err := checkSchema(tbl.Schema()); err != nil {
+			return nil, fmt.Errorf("topic %s: %w", topic, err)
+		}
+		files := make(map[string]iceberg.DataFile)
+		if snap := tbl.CurrentSnapshot(); snap != nil {
+			fsys, _ := s.fsys(ctx)
+			mans, err := snap.Manifests(fsys)
+			if err != nil {
+				return nil, fmt.Errorf("read manifests of topic %s: %w", topic, err)
+			}
+			for _, m := range mans {
+				if m.ManifestContent() != iceberg.ManifestContentData {
+					continue
+				}
+				for e, err := range m.Entries(fsys, true) {
+					if err != nil {
+						return nil, fmt.Errorf("read manifest %s: %w", m.FilePath(), err)
+					}
+					files[e.DataFile().FilePath()] = e.DataFile()
+				}
+			}
+		}
+		ts.tbl, ts.files = tbl, files
+	}
+	if create != nil {
+		want := hex.EncodeToString(create.TopicID[:])
+		if got := ts.tbl.Properties().Get(topicIDProp, ""); got != want {
+			return nil, fmt.Errorf("%w: table %s is for topic id %s, segment is of %s", ErrTopicMismatch, topic, got, want)
+		}
+	}
+	return ts.tbl, nil
+}
+
+// forget drops a topic's cached table after a failed commit, whose outcome
+// is unknown: the next call reloads it from the catalog.
+func (ts *topicState) forget() { ts.tbl, ts.files = nil, nil }
+
+// Archive writes one sealed segment as a Parquet file and commits it to the
+// topic's table. next returns the segment's records in offset order, a
+// chunk at a time, and io.EOF (or an empty chunk) at the end; chunks are
+// not retained after the following call, so memory stays bounded by a
+// chunk plus a row group.
+//
+// Archive is idempotent: the file's path depends only on (topic id,
+// partition, segment), and a segment already in the table is returned as
+// it is without calling next.
+func (s *Store) Archive(ctx context.Context, ref SegmentRef, next func() ([]record.Record, error)) (DataFile, error) {
+	if err := validTopic(ref.Topic); err != nil {
+		return DataFile{}, err
+	}
+	if ref.Partition < 0 || ref.Segment < 0 {
+		return DataFile{}, fmt.Errorf("cold: bad segment ref %+v", ref)
+	}
+	ts, err := s.topic(ctx, ref.Topic)
+	if err != nil {
+		return DataFile{}, fmt.Errorf("archive %s/%d segment %d: %w", ref.Topic, ref.Partition, ref.Segment, err)
+	}
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	tbl, err := s.loadTopic(ctx, ts, ref.Topic, &ref)
+	if err != nil {
+		return DataFile{}, fmt.Errorf("archive %s/%d segment %d: %w", ref.Topic, ref.Partition, ref.Segment, err)
+	}
+	p := dataPath(tbl.Location(), ref)
+	if df, ok := ts.files[p]; ok {
+		s.log.Info("cold: segment already archived", "topic", ref.Topic, "partition", ref.Partition, "segment", ref.Segment)
+		return toDataFile(df), nil
+	}
+
+	started := time.Now()
+	df, err := s.upload(ctx, tbl, ref, p, next)
+	if err != nil {
+		return DataFile{}, fmt.Errorf("archive %s/%d segment %d: %w", ref.Topic, ref.Partition, ref.Segment, err)
+	}
+	if s.afterUpload != nil {
+		if err := s.afterUpload(); err != nil {
+			return DataFile{}, err
+		}
+	}
+	props := iceberg.Properties{
+		"korvet.partition": strconv.Itoa(int(ref.Partition)),
+		"korvet.segment":   strconv.FormatInt(ref.Segment, 10),
+	}
+	for attempt := 0; ; attempt++ {
+		txn := tbl.NewTransaction()
+		// Our own file set already proved the file new; skipping
+		// iceberg-go's check saves reading every manifest on each commit.
+		if err := txn.AddDataFiles(ctx, []iceberg.DataFile{df}, props, table.WithoutDuplicateCheck()); err != nil {
+			return DataFile{}, fmt.Errorf("archive %s/%d segment %d: add file: %w", ref.Topic, ref.Partition, ref.Segment, err)
+		}
+		err := s.commit(ctx, ts, txn)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, table.ErrCommitFailed) || attempt == maxCommitAttempts-1 {
+			return DataFile{}, fmt.Errorf("archive %s/%d segment %d: commit: %w", ref.Topic, ref.Partition, ref.Segment, err)
+		}
+		// Another writer committed first: start again from its table,
+		// which may even hold this very file already.
+		if tbl, err = s.reload(ctx, ts, ref.Topic, &ref, attempt); err != nil {
+			return DataFile{}, fmt.Errorf("archive %s/%d segment %d: %w", ref.Topic, ref.Partition, ref.Segment, err)
+		}
+		if have, ok := ts.files[p]; ok {
+			return toDataFile(have), nil
+		}
+	}
+	ts.files[p] = df
+	out := toDataFile(df)
+	s.log.Debug("cold: archived segment", "topic", ref.Topic, "partition", ref.Partition, "segment", ref.Segment,
+		"records", out.Records, "bytes", out.Bytes, "took", time.Since(started))
+	s.expireSnapshots(ctx, ts, ref.Topic)
+	return out, nil
+}
+
+// maxCommitAttempts bounds the retries of a commit that lost a race with
+// another writer (korvet is meant to be the only one).
+const maxCommitAttempts = 8
+
+// reload drops the cached table after a lost commit race and loads the
+// winner's, after a short random pause so racing writers spread out.
+func (s *Store) reload(ctx context.Context, ts *topicState, topic string, create *SegmentRef, attempt int) (*table.Table, error) {
+	ts.forget()
+	pause := time.Duration(10<<min(attempt, 6)) * time.Millisecond
+	select {
+	case <-time.After(pause/2 + rand.N(pause/2)):
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return s.loadTopic(ctx, ts, topic, create)
+}
+
+// commit commits txn and caches the new table. After an error whose outcome
+// is unknown the cache is dropped, so a retry sees what really happened.
+func (s *Store) commit(ctx context.Context, ts *topicState, txn *table.Transaction) error {
+	tbl, err := txn.Commit(ctx)
+	if err != nil && tbl != nil {
+		// Committed; only the clean-up after it (old metadata, expired
+		// manifests) failed.
+		s.log.Warn("cold: clean-up after commit failed", "table", tbl.Identifier(), "err", err)
+		err = nil
+	}
+	if err != nil {
+		ts.forget()
+		return err
+	}
+	ts.tbl = tbl
+	return nil
+}
+
+// expireSnapshots keeps a table's snapshot list (and so its metadata file)
+// short: each archive adds a snapshot.
+func (s *Store) expireSnapshots(ctx context.Context, ts *topicState, topic string) {
+	if ts.tbl == nil || len(ts.tbl.Metadata().Snapshots()) <= 2*s.keepSnaps {
+		return
+	}
+	txn := ts.tbl.NewTransaction()
+	if err := txn.ExpireSnapshots(table.WithRetainLast(s.keepSnaps), table.WithOlderThan(0)); err != nil {
+		s.log.Warn("cold: expire snapshots", "topic", topic, "err", err)
+		return
+	}
+	if err := s.commit(ctx, ts, txn); err != nil {
+		s.log.Warn("cold: expire snapshots", "topic", topic, "err", err)
+	}
+}
+
+// upload streams the segment into its Parquet object and returns the
+// manifest entry for it.
+func (s *Store) upload(ctx context.Context, tbl *table.Table, ref SegmentRef, p string, next func() ([]record.Record, error)) (iceberg.DataFile, error) {
+	w, err := s.obj.create(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			w.Abort()
+		}
+	}()
+	sw := newSegmentWriter(w, s.schema, s.codec, ref, s.cfg.RowGroupBytes)
+	for {
+		recs, err := next()
+		if err != nil && !errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("read segment: %w", err)
+		}
+		if len(recs) > 0 {
+			if ref.LastOffset >= ref.BaseOffset {
+				if o := recs[0].Offset; o < ref.BaseOffset {
+					return nil, fmt.Errorf("record offset %d below the segment's base %d", o, ref.BaseOffset)
+				}
+				if o := recs[len(recs)-1].Offset; o > ref.LastOffset {
+					return nil, fmt.Errorf("record offset %d beyond the segment's last %d", o, ref.LastOffset)
+				}
+			}
+			if werr := sw.write(recs); werr != nil {
+				return nil, werr
+			}
+		}
+		if err != nil || len(recs) == 0 {
+			break
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+	}
+	if sw.count == 0 {
+		return nil, ErrNoRecords
+	}
+	if err := sw.close(); err != nil {
+		return nil, err
+	}
+	size, err := w.Close()
+	ok = true // Close has finished or dropped the upload either way
+	if err != nil {
+		return nil, err
+	}
+	spec := tbl.Spec()
+	b, err := iceberg.NewDataFileBuilder(spec, iceberg.EntryContentData, p, iceberg.ParquetFile,
+		map[int]any{spec.Field(0).FieldID: ref.Partition}, nil, nil, sw.count, size)
+	if err != nil {
+		return nil, fmt.Errorf("data file entry: %w", err)
+	}
+	le32 := func(v int32) []byte { return binary.LittleEndian.AppendUint32(nil, uint32(v)) }
+	le64 := func(v int64) []byte { return binary.LittleEndian.AppendUint64(nil, uint64(v)) }
+	b.ValueCounts(map[int]int64{
+		idPartition: sw.count, idOffset: sw.count, idTimestamp: sw.count, idKey: sw.count, idValue: sw.count,
+	}).NullValueCounts(map[int]int64{
+		idPartition: 0, idOffset: 0, idTimestamp: 0, idKey: sw.nullKeys, idValue: sw.nullVals,
+	}).LowerBoundValues(map[int][]byte{
+		idPartition: le32(ref.Partition), idOffset: le64(sw.minOff), idTimestamp: le64(sw.minTs),
+	}).UpperBoundValues(map[int][]byte{
+		idPartition: le32(ref.Partition), idOffset: le64(sw.maxOff), idTimestamp: le64(sw.maxTs),
+	})
+	return b.Build(), nil
+}
+
+// toDataFile describes a manifest entry in korvet's terms.
+func toDataFile(df iceberg.DataFile) DataFile {
+	out := DataFile{
+		Path:         df.FilePath(),
+		Records:      df.Count(),
+		Bytes:        df.FileSizeBytes(),
+		MinOffset:    -1,
+		MaxOffset:    -1,
+		MinTimestamp: -1,
+		MaxTimestamp: -1,
+	}
+	if id, part, seg, ok := parseDataPath(out.Path); ok {
+		out.TopicID, out.Partition, out.Segment = id, part, seg
+	} else {
+		out.Segment = -1
+		if v, ok := df.Partition()[1000].(int32); ok {
+			out.Partition = v
+		}
+	}
+	i64 := func(m map[int][]byte, id int) int64 {
+		if b := m[id]; len(b) == 8 {
+			return int64(binary.LittleEndian.Uint64(b))
+		}
+		return -1
+	}
+	lo, hi := df.LowerBoundValues(), df.UpperBoundValues()
+	out.MinOffset, out.MaxOffset = i64(lo, idOffset), i64(hi, idOffset)
+	out.MinTimestamp, out.MaxTimestamp = i64(lo, idTimestamp), i64(hi, idTimestamp)
+	return out
+}
+
+// Files lists the segments the topic's table holds, by partition and
+// offset; none if the table does not exist. korvet rebuilds its segment
+// registry from it after a crash between an upload and its bookkeeping.
+func (s *Store) Files(ctx context.Context, topic string) ([]DataFile, error) {
+	if err := validTopic(topic); err != nil {
+		return nil, err
+	}
+	ts, err := s.topic(ctx, topic)
+	if err != nil {
+		return nil, fmt.Errorf("list files of topic %s: %w", topic, err)
+	}
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if _, err := s.loadTopic(ctx, ts, topic, nil); err != nil {
+		if errors.Is(err, errNoTable) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("list files of topic %s: %w", topic, err)
+	}
+	out := make([]DataFile, 0, len(ts.files))
+	for _, df := range ts.files {
+		out = append(out, toDataFile(df))
+	}
+	slices.SortFunc(out, func(a, b DataFile) int {
+		return cmp.Or(cmp.Compare(a.Partition, b.Partition), cmp.Compare(a.MinOffset, b.MinOffset), cmp.Compare(a.Path, b.Path))
+	})
+	return out, nil
+}
+
+// Remove drops files from the topic's table (retention): a snapshot
+// without them, then expiry of the older snapshots, then deletion of the
+// objects. Files no longer in the table are skipped, so a retried Remove
+// finishes what a failed one started.
+func (s *Store) Remove(ctx context.Context, topic string, files []DataFile) error {
+	if err := validTopic(topic); err != nil {
+		return err
+	}
+	if len(files) == 0 {
+		return nil
+	}
+	ts, err := s.topic(ctx, topic)
+	if err != nil {
+		return fmt.Errorf("remove files of topic %s: %w", topic, err)
+	}
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if _, err := s.loadTopic(ctx, ts, topic, nil); err != nil {
+		if errors.Is(err, errNoTable) {
+			return nil
+		}
+		return fmt.Errorf("remove files of topic %s: %w", topic, err)
+	}
+	for attempt := 0; ; attempt++ {
+		err := s.removeFromTable(ctx, ts, files)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, table.ErrCommitFailed) || attempt == maxCommitAttempts-1 {
+			return fmt.Errorf("remove files of topic %s: %w", topic, err)
+		}
+		if _, err := s.reload(ctx, ts, topic, nil, attempt); err != nil {
+			return fmt.Errorf("remove files of topic %s: %w", topic, err)
+		}
+	}
+	for _, f := range files {
+		if err := s.obj.remove(ctx, f.Path); err != nil {
+			return fmt.Errorf("remove files of topic %s: %w", topic, err)
+		}
+		s.footers.forget(f.Path)
+		s.groups.forget(f.Path)
+	}
+	return nil
+}
+
+// removeFromTable commits a snapshot without files, then expires the
+// snapshots before it.
+func (s *Store) removeFromTable(ctx context.Context, ts *topicState, files []DataFile) error {
+	var del []iceberg.DataFile
+	for _, f := range files {
+		if df, ok := ts.files[f.Path]; ok {
+			del = append(del, df)
+		}
+	}
+	if len(del) == 0 {
+		return nil
+	}
+	txn := ts.tbl.NewTransaction()
+	if err := txn.ReplaceDataFilesWithDataFiles(ctx, del, nil, iceberg.Properties{"korvet.operation": "retention"}); err != nil {
+		return err
+	}
+	if err := s.commit(ctx, ts, txn); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	for _, df := range del {
+		delete(ts.files, df.FilePath())
+	}
+	// Snapshots that still list the files would keep them readable (and
+	// their objects referenced); expiring them lets iceberg-go delete the
+	// manifests nobody needs any more.
+	txn = ts.tbl.NewTransaction()
+	if err := txn.ExpireSnapshots(table.WithRetainLast(1), table.WithOlderThan(0)); err != nil {
+		return fmt.Errorf("expire snapshots: %w", err)
+	}
+	if err := s.commit(ctx, ts, txn); err != nil {
+		return fmt.Errorf("expire snapshots: %w", err)
+	}
+	return nil
+}
+
+// Drop deletes a topic's table and all its files (DeleteTopics). A topic
+// created again under the same name starts a new table.
+func (s *Store) Drop(ctx context.Context, topic string) error {
+	if err := validTopic(topic); err != nil {
+		return err
+	}
+	ts, err := s.topic(ctx, topic)
+	if err != nil {
+		return fmt.Errorf("drop table of topic %s: %w", topic, err)
+	}
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	for p := range ts.files {
+		s.footers.forget(p)
+		s.groups.forget(p)
+	}
+	ts.forget()
+	if err := s.cat.dropTable(ctx, s.ident(topic)); err != nil && !errors.Is(err, errNoTable) {
+		return fmt.Errorf("drop table of topic %s: %w", topic, err)
+	}
+	return nil
+}

@@ -1,0 +1,223 @@
+package cold
+
+import (
+	"container/list"
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/parquet-go/parquet-go"
+)
+
+// footerCache keeps the tails of archived Parquet files (footer length,
+// footer, magic) in memory, parsed, and on local disk, so a cold read
+// fetches a file's footer from the store once. Archived files never change
+// under a path (a retried upload writes the same segment again), and their
+// size is part of the key anyway.
+type footerCache struct {
+	dir   string // "" keeps nothing on disk
+	limit int    // bytes of tails kept in memory
+
+	mu    sync.Mutex
+	bytes int
+	lru   *list.List // of *footerEntry, most recent first
+	byKey map[string]*list.Element
+}
+
+type footerEntry struct {
+	key  string
+	uri  string
+	tail int // bytes
+	file *parquet.File
+}
+
+func newFooterCache(dir string, limit int) (*footerCache, error) {
+	if dir != "" {
+		dir = filepath.Join(dir, "footers")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("cold: footer cache: %w", err)
+		}
+	}
+	return &footerCache{dir: dir, limit: limit, lru: list.New(), byKey: make(map[string]*list.Element)}, nil
+}
+
+func cacheKey(uri string) string {
+	h := sha256.Sum256([]byte(uri))
+	return hex.EncodeToString(h[:16])
+}
+
+func (c *footerCache) get(key string, size int64) *parquet.File {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if el, ok := c.byKey[key]; ok {
+		e := el.Value.(*footerEntry)
+		if size <= 0 || e.file.Size() == size {
+			c.lru.MoveToFront(el)
+			return e.file
+		}
+	}
+	return nil
+}
+
+func (c *footerCache) add(key, uri string, tail int, f *parquet.File) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if el, ok := c.byKey[key]; ok {
+		c.bytes -= el.Value.(*footerEntry).tail
+		c.lru.Remove(el)
+	}
+	c.byKey[key] = c.lru.PushFront(&footerEntry{key: key, uri: uri, tail: tail, file: f})
+	c.bytes += tail
+	for c.bytes > c.limit && c.lru.Len() > 1 {
+		el := c.lru.Back()
+		e := el.Value.(*footerEntry)
+		c.lru.Remove(el)
+		delete(c.byKey, e.key)
+		c.bytes -= e.tail
+	}
+}
+
+// forget drops a file that retention removed.
+func (c *footerCache) forget(uri string) {
+	key := cacheKey(uri)
+	c.mu.Lock()
+	if el, ok := c.byKey[key]; ok {
+		c.bytes -= el.Value.(*footerEntry).tail
+		c.lru.Remove(el)
+		delete(c.byKey, key)
+	}
+	c.mu.Unlock()
+	if c.dir != "" {
+		os.Remove(filepath.Join(c.dir, key))
+	}
+}
+
+// loadDisk returns a cached tail: 8 bytes of file size, then the tail.
+func (c *footerCache) loadDisk(key string, size int64) (int64, []byte) {
+	if c.dir == "" {
+		return 0, nil
+	}
+	b, err := os.ReadFile(filepath.Join(c.dir, key))
+	if err != nil || len(b) < 16 {
+		return 0, nil
+	}
+	got := int64(binary.LittleEndian.Uint64(b))
+	if size > 0 && got != size {
+		return 0, nil
+	}
+	return got, b[8:]
+}
+
+func (c *footerCache) saveDisk(key string, size int64, tail []byte) error {
+	if c.dir == "" {
+		return nil
+	}
+	f, err := os.CreateTemp(c.dir, key+".*.tmp")
+	if err != nil {
+		return err
+	}
+	b := binary.LittleEndian.AppendUint64(make([]byte, 0, 8+len(tail)), uint64(size))
+	_, err = f.Write(append(b, tail...))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), filepath.Join(c.dir, key))
+	}
+	if err != nil {
+		os.Remove(f.Name())
+	}
+	return err
+}
+
+// tailGuess is how much of a file's end the first GET takes: enough for
+// the footer of a segment of about 200 row groups (bounds are kept only
+// for small columns, so a row group costs a few hundred bytes of footer),
+// so that one request usually does.
+const tailGuess = 64 << 10
+
+// openFile returns the parsed footer of an archived file. size may be 0
+// when unknown (one HEAD then). Column data is read later through
+// FileColumnChunk.PagesFrom, with the caller's context.
+func (s *Store) openFile(ctx context.Context, uri string, size int64) (*parquet.File, error) {
+	key := cacheKey(uri)
+	if f := s.footers.get(key, size); f != nil {
+		return f, nil
+	}
+	size, tail := s.footers.loadDisk(key, size)
+	if tail == nil {
+		var err error
+		if size, tail, err = s.fetchTail(ctx, uri, size); err != nil {
+			return nil, err
+		}
+		if err := s.footers.saveDisk(key, size, tail); err != nil {
+			s.log.Warn("cold: footer cache write failed", "err", err)
+		}
+	}
+	f, err := parquet.OpenFile(&tailReader{off: size - int64(len(tail)), tail: tail}, size,
+		parquet.SkipMagicBytes(true), parquet.SkipPageIndex(true), parquet.SkipBloomFilters(true))
+	if err != nil {
+		return nil, fmt.Errorf("open parquet footer: %w", err)
+	}
+	if len(f.Metadata().RowGroups) > 0 && len(f.Metadata().RowGroups[0].Columns) != numColumns {
+		return nil, fmt.Errorf("not a korvet segment file: %d columns", len(f.Metadata().RowGroups[0].Columns))
+	}
+	s.footers.add(key, uri, len(tail), f)
+	return f, nil
+}
+
+// fetchTail reads the footer region [size-8-footerLen, size) of a file.
+func (s *Store) fetchTail(ctx context.Context, uri string, size int64) (int64, []byte, error) {
+	if size <= 0 {
+		var err error
+		if size, err = s.obj.size(ctx, uri); err != nil {
+			return 0, nil, err
+		}
+	}
+	if size < 12 {
+		return 0, nil, fmt.Errorf("%s: %d bytes is too short for Parquet", uri, size)
+	}
+	n := min(size, tailGuess)
+	buf := make([]byte, n)
+	if _, err := s.obj.readAt(ctx, uri, buf, size-n); err != nil && !errors.Is(err, io.EOF) {
+		return 0, nil, err
+	}
+	if string(buf[n-4:]) != "PAR1" {
+		return 0, nil, fmt.Errorf("%s: no Parquet magic at the end", uri)
+	}
+	flen := int64(binary.LittleEndian.Uint32(buf[n-8:]))
+	need := flen + 8
+	if need > size-4 {
+		return 0, nil, fmt.Errorf("%s: footer length %d exceeds the file", uri, flen)
+	}
+	if need <= n {
+		return size, buf[n-need:], nil
+	}
+	more := make([]byte, need-n)
+	if _, err := s.obj.readAt(ctx, uri, more, size-need); err != nil && !errors.Is(err, io.EOF) {
+		return 0, nil, err
+	}
+	return size, append(more, buf...), nil
+}
+
+// tailReader serves the cached footer region; parquet.OpenFile with the
+// options above reads nothing else.
+type tailReader struct {
+	off  int64
+	tail []byte
+}
+
+func (r *tailReader) ReadAt(p []byte, off int64) (int, error) {
+	if off < r.off || off+int64(len(p)) > r.off+int64(len(r.tail)) {
+		return 0, fmt.Errorf("read [%d,+%d) outside the cached footer: %w", off, len(p), fs.ErrInvalid)
+	}
+	return copy(p, r.tail[off-r.off:]), nil
+}

@@ -1,0 +1,256 @@
+package cold
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/apache/iceberg-go/table"
+)
+
+// restCatalog commits table metadata to an Iceberg REST catalog. It is a
+// small client of the spec's table endpoints rather than iceberg-go's
+// catalog/rest, which would bring the AWS SDK, OAuth and OpenTelemetry
+// into korvet for the few calls needed here. Manifests and data still go
+// to the warehouse through korvet's own object store client.
+type restCatalog struct {
+	base   string // catalog URI + /v1 + optional prefix
+	token  string
+	root   string
+	o      objects
+	fsys   table.FSysF
+	client *http.Client
+}
+
+func newRESTCatalog(uri, token, root string, o objects, fsys table.FSysF) (*restCatalog, error) {
+	u, err := url.Parse(uri)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") {
+		return nil, fmt.Errorf("cold: rest catalog URL %q: want http(s)://host[:port][/path]", uri)
+	}
+	c := &restCatalog{
+		base:   strings.TrimRight(uri, "/") + "/v1",
+		token:  token,
+		root:   root,
+		o:      o,
+		fsys:   fsys,
+		client: &http.Client{Timeout: time.Minute},
+	}
+	return c, nil
+}
+
+// configure asks the catalog for its settings: a prefix for all paths.
+func (c *restCatalog) configure(ctx context.Context) error {
+	var cfg struct {
+		Overrides map[string]string `json:"overrides"`
+	}
+	if _, err := c.do(ctx, http.MethodGet, "/config?warehouse="+url.QueryEscape(c.root), nil, &cfg); err != nil {
+		return fmt.Errorf("rest catalog config: %w", err)
+	}
+	if p := cfg.Overrides["prefix"]; p != "" {
+		c.base += "/" + strings.Trim(p, "/")
+	}
+	return nil
+}
+
+func (c *restCatalog) kind() string { return "rest" }
+
+func (c *restCatalog) tableLocation(ident table.Identifier) string {
+	return joinURI(c.root, ident...)
+}
+
+// restError is the catalog's error answer.
+type restErr struct {
+	Error struct {
+		Message string `json:"message"`
+		Type    string `json:"type"`
+	} `json:"error"`
+}
+
+// do sends a request and decodes a 2xx answer into out. Other answers
+// come back as the status and an error holding the catalog's message.
+func (c *restCatalog) do(ctx context.Context, method, path string, in, out any) (int, error) {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return 0, fmt.Errorf("encode %s %s: %w", method, path, err)
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
+	if err != nil {
+		return 0, err
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.client.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return resp.StatusCode, fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	if resp.StatusCode/100 != 2 {
+		var e restErr
+		_ = json.Unmarshal(b, &e)
+		msg := e.Error.Message
+		if msg == "" {
+			msg = strings.TrimSpace(string(b))
+		}
+		return resp.StatusCode, fmt.Errorf("%s %s: %d %s: %s", method, path, resp.StatusCode, e.Error.Type, msg)
+	}
+	if out != nil && len(b) > 0 {
+		if err := json.Unmarshal(b, out); err != nil {
+			return resp.StatusCode, fmt.Errorf("%s %s: decode answer: %w", method, path, err)
+		}
+	}
+	return resp.StatusCode, nil
+}
+
+func tablePath(ident table.Identifier) string {
+	ns := strings.Join(ident[:len(ident)-1], "\x1f")
+	return "/namespaces/" + url.PathEscape(ns) + "/tables/" + url.PathEscape(ident[len(ident)-1])
+}
+
+func (c *restCatalog) createNamespace(ctx context.Context, ns string) error {
+	status, err := c.do(ctx, http.MethodPost, "/namespaces", map[string]any{
+		"namespace": []string{ns}, "properties": map[string]string{},
+	}, nil)
+	if err != nil && status != http.StatusConflict {
+		return fmt.Errorf("cold: create namespace %s: %w", ns, err)
+	}
+	return nil
+}
+
+type tableResult struct {
+	MetadataLocation string          `json:"metadata-location"`
+	Metadata         json.RawMessage `json:"metadata"`
+}
+
+func (c *restCatalog) toTable(ident table.Identifier, res tableResult) (*table.Table, error) {
+	meta, err := table.ParseMetadataBytes(res.Metadata)
+	if err != nil {
+		return nil, fmt.Errorf("parse metadata of %s: %w", strings.Join(ident, "."), err)
+	}
+	return table.New(ident, meta, res.MetadataLocation, c.fsys, c), nil
+}
+
+// LoadTable implements table.CatalogIO.
+func (c *restCatalog) LoadTable(ctx context.Context, ident table.Identifier) (*table.Table, error) {
+	var res tableResult
+	status, err := c.do(ctx, http.MethodGet, tablePath(ident), nil, &res)
+	if status == http.StatusNotFound {
+		return nil, fmt.Errorf("%s: %w", strings.Join(ident, "."), errNoTable)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return c.toTable(ident, res)
+}
+
+// CommitTable implements table.CatalogIO. A 409 is a lost race that
+// iceberg-go retries on fresh metadata; anything else leaves the outcome
+// unknown and ends the commit.
+func (c *restCatalog) CommitTable(ctx context.Context, ident table.Identifier, reqs []table.Requirement, updates []table.Update) (table.Metadata, string, error) {
+	if reqs == nil {
+		reqs = []table.Requirement{}
+	}
+	body := map[string]any{
+		"identifier":   restIdent{Namespace: ident[:len(ident)-1], Name: ident[len(ident)-1]},
+		"requirements": reqs,
+		"updates":      updates,
+	}
+	var res tableResult
+	status, err := c.do(ctx, http.MethodPost, tablePath(ident), body, &res)
+	if status == http.StatusConflict {
+		return nil, "", fmt.Errorf("%w: %w", table.ErrCommitFailed, err)
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	tbl, err := c.toTable(ident, res)
+	if err != nil {
+		return nil, "", err
+	}
+	return tbl.Metadata(), tbl.MetadataLocation(), nil
+}
+
+func (c *restCatalog) createTable(ctx context.Context, ident table.Identifier, meta table.Metadata) (*table.Table, error) {
+	body := map[string]any{
+		"name":           ident[len(ident)-1],
+		"location":       meta.Location(),
+		"schema":         meta.CurrentSchema(),
+		"partition-spec": meta.PartitionSpec(),
+		"write-order":    meta.SortOrder(),
+		"properties":     meta.Properties(),
+		"stage-create":   false,
+	}
+	var res tableResult
+	ns := strings.Join(ident[:len(ident)-1], "\x1f")
+	status, err := c.do(ctx, http.MethodPost, "/namespaces/"+url.PathEscape(ns)+"/tables", body, &res)
+	if status == http.StatusConflict {
+		return c.LoadTable(ctx, ident)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("create table %s: %w", strings.Join(ident, "."), err)
+	}
+	return c.toTable(ident, res)
+}
+
+func (c *restCatalog) listTables(ctx context.Context, ns string) ([]string, error) {
+	var out []string
+	token := ""
+	for {
+		var res struct {
+			Identifiers []restIdent `json:"identifiers"`
+			Next        string      `json:"next-page-token"`
+		}
+		p := "/namespaces/" + url.PathEscape(ns) + "/tables"
+		if token != "" {
+			p += "?pageToken=" + url.QueryEscape(token)
+		}
+		if _, err := c.do(ctx, http.MethodGet, p, nil, &res); err != nil {
+			return nil, err
+		}
+		for _, id := range res.Identifiers {
+			out = append(out, id.Name)
+		}
+		if res.Next == "" || len(res.Identifiers) == 0 {
+			return out, nil
+		}
+		token = res.Next
+	}
+}
+
+// dropTable drops the table from the catalog, then deletes its objects
+// here: the catalog may have no credentials for the warehouse.
+func (c *restCatalog) dropTable(ctx context.Context, ident table.Identifier) error {
+	status, err := c.do(ctx, http.MethodDelete, tablePath(ident)+"?purgeRequested=false", nil, nil)
+	if err != nil && status != http.StatusNotFound {
+		return err
+	}
+	files, err := c.o.list(ctx, c.tableLocation(ident))
+	if err != nil {
+		return err
+	}
+	for _, f := range files {
+		if err := c.o.remove(ctx, f); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+var _ table.CatalogIO = (*restCatalog)(nil)

@@ -1,0 +1,200 @@
+// Package auth keeps korvet's users and ACLs in Redis: SCRAM credentials
+// (salted and hashed, never passwords) and access control lists, under the
+// engine's keyspace. The Kafka server authenticates connections and
+// authorizes requests through it; `korvet user` manages users with it.
+package auth
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/korvet/korvet/resp"
+)
+
+// Options configure a Store.
+type Options struct {
+	Keyspace string // prefix of every Redis key; default "korvet"
+	Logger   *slog.Logger
+}
+
+// Store reads and writes users and ACLs. ACLs are loaded at Open and kept
+// in memory, so that authorizing a request never waits on Redis; changes
+// made through the Store go to Redis first, then to memory.
+type Store struct {
+	rc   *resp.Client
+	ks   string
+	log  *slog.Logger
+	seed []byte // keys the decoy salts of unknown users
+
+	aclMu sync.Mutex // serializes ACL changes
+	acls  atomic.Pointer[aclSet]
+}
+
+// Open returns a Store on rc and loads the ACLs.
+func Open(ctx context.Context, rc *resp.Client, opts Options) (*Store, error) {
+	if opts.Keyspace == "" {
+		opts.Keyspace = "korvet"
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	s := &Store{rc: rc, ks: opts.Keyspace, log: opts.Logger, seed: make([]byte, 32)}
+	_, _ = rand.Read(s.seed)
+	if err := s.loadACLs(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// scramKey is a hash per mechanism: user name -> JSON Credential.
+func (s *Store) scramKey(m Mechanism) string { return s.ks + ":meta:scram:" + m.String() }
+
+// aclKey is a set of JSON ACLs.
+func (s *Store) aclKey() string { return s.ks + ":meta:acls" }
+
+// ValidUserName checks a user name: 1 to 256 bytes of UTF-8 without
+// control characters.
+func ValidUserName(name string) error {
+	if name == "" || len(name) > 256 || !utf8.ValidString(name) {
+		return fmt.Errorf("%w: user name must be 1 to 256 bytes of UTF-8", ErrInvalidCredential)
+	}
+	for _, r := range name {
+		if unicode.IsControl(r) {
+			return fmt.Errorf("%w: user name %q has a control character", ErrInvalidCredential, name)
+		}
+	}
+	return nil
+}
+
+// Credential returns user's credential for m; ok is false when there is
+// none.
+func (s *Store) Credential(ctx context.Context, m Mechanism, user string) (c Credential, ok bool, err error) {
+	r, err := s.rc.Do(ctx, "HGET", s.scramKey(m), user)
+	if err != nil {
+		return c, false, fmt.Errorf("read %s credential of %q: %w", m, user, err)
+	}
+	if r.IsNil() {
+		return c, false, nil
+	}
+	if err := json.Unmarshal(r.Bytes(), &c); err != nil {
+		return c, false, fmt.Errorf("read %s credential of %q: bad JSON in %s: %w", m, user, s.scramKey(m), err)
+	}
+	return c, true, nil
+}
+
+// SetCredential stores user's credential for m, replacing any.
+func (s *Store) SetCredential(ctx context.Context, m Mechanism, user string, c Credential) error {
+	if err := ValidUserName(user); err != nil {
+		return err
+	}
+	if !m.Valid() {
+		return fmt.Errorf("%w: unknown mechanism %d", ErrInvalidCredential, m)
+	}
+	js, err := json.Marshal(c)
+	if err != nil {
+		return fmt.Errorf("store %s credential of %q: %w", m, user, err)
+	}
+	if _, err := s.rc.Do(ctx, "HSET", s.scramKey(m), user, js); err != nil {
+		return fmt.Errorf("store %s credential of %q: %w", m, user, err)
+	}
+	return nil
+}
+
+// DeleteCredential removes user's credential for m and reports whether
+// there was one.
+func (s *Store) DeleteCredential(ctx context.Context, m Mechanism, user string) (bool, error) {
+	r, err := s.rc.Do(ctx, "HDEL", s.scramKey(m), user)
+	if err != nil {
+		return false, fmt.Errorf("delete %s credential of %q: %w", m, user, err)
+	}
+	n, err := r.Int()
+	return n > 0, err
+}
+
+// MechanismInfo describes one credential without its secrets.
+type MechanismInfo struct {
+	Mechanism  Mechanism
+	Iterations int
+}
+
+// User is a user and the mechanisms it has credentials for.
+type User struct {
+	Name       string
+	Mechanisms []MechanismInfo
+}
+
+// Users lists every user with a credential, sorted by name.
+func (s *Store) Users(ctx context.Context) ([]User, error) {
+	var pl resp.Pipeline
+	for _, m := range Mechanisms {
+		pl.Cmd("HGETALL", s.scramKey(m))
+	}
+	rs, err := s.rc.Exec(ctx, &pl)
+	if err != nil {
+		return nil, fmt.Errorf("list users: %w", err)
+	}
+	defer rs.Release()
+	byName := map[string]*User{}
+	var elems []resp.Reply
+	for i, m := range Mechanisms {
+		r := rs.At(i)
+		if err := r.Err(); err != nil {
+			return nil, fmt.Errorf("list users: %w", err)
+		}
+		elems = r.Elems(elems[:0])
+		for j := 0; j+1 < len(elems); j += 2 {
+			name := string(elems[j].Bytes())
+			var c Credential
+			if err := json.Unmarshal(elems[j+1].Bytes(), &c); err != nil {
+				return nil, fmt.Errorf("list users: bad JSON for %q in %s: %w", name, s.scramKey(m), err)
+			}
+			u := byName[name]
+			if u == nil {
+				u = &User{Name: name}
+				byName[name] = u
+			}
+			u.Mechanisms = append(u.Mechanisms, MechanismInfo{Mechanism: m, Iterations: c.Iterations})
+		}
+	}
+	out := make([]User, 0, len(byName))
+	for _, u := range byName {
+		out = append(out, *u)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// CheckPassword verifies a SASL PLAIN password against the user's SCRAM
+// credentials (SHA-512 first). Unknown users cost the same hashing, so
+// that timing does not tell which users exist.
+func (s *Store) CheckPassword(ctx context.Context, user, password string) error {
+	for _, m := range []Mechanism{ScramSHA512, ScramSHA256} {
+		c, ok, err := s.Credential(ctx, m, user)
+		if err != nil {
+			return err
+		}
+		if ok {
+			if c.checkPassword(m, password) {
+				return nil
+			}
+			return fmt.Errorf("%w: invalid credentials for user %q", ErrAuthFailed, user)
+		}
+	}
+	s.decoy(ScramSHA512, user).checkPassword(ScramSHA512, password)
+	return fmt.Errorf("%w: invalid credentials for user %q", ErrAuthFailed, user)
+}
+
+// decoy is a made-up credential for an unknown user: its salt is stable
+// for the process, as a real user's would be.
+func (s *Store) decoy(m Mechanism, user string) Credential {
+	salt := mac(ScramSHA256, s.seed, []byte(m.String()+"\x00"+user))
+	return Credential{Salt: salt, Iterations: DefaultIterations, StoredKey: make([]byte, m.size()), ServerKey: make([]byte, m.size())}
+}

@@ -1,0 +1,293 @@
+// Package group is korvet's group coordinator: Kafka's classic consumer
+// group protocol (join, sync, heartbeat and leave, with generations,
+// static members, session and rebalance timeouts) and committed offsets,
+// which it keeps in Redis. It deals in plain Go values; the wire layer
+// decodes requests and maps the errors to Kafka error codes.
+//
+// Membership lives in memory only: after a restart, groups come back
+// empty with their committed offsets, and clients rebuild membership by
+// rejoining (their old member ids are unknown, so they start over).
+package group
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/korvet/korvet/resp"
+)
+
+// Options configure a Coordinator.
+type Options struct {
+	// Keyspace prefixes every Redis key, as the engine's do.
+	Keyspace string
+	// InitialRebalanceDelay is how long the first rebalance of an empty
+	// group waits for more members before it completes (Kafka's
+	// group.initial.rebalance.delay.ms). 0 means none.
+	InitialRebalanceDelay time.Duration
+	// MinSessionTimeout and MaxSessionTimeout bound the session timeouts
+	// members may ask for (group.min/max.session.timeout.ms). Defaults 6s
+	// and 30 min.
+	MinSessionTimeout, MaxSessionTimeout time.Duration
+	// MaxMetadataBytes bounds a commit's metadata string
+	// (offset.metadata.max.bytes). Default 4096.
+	MaxMetadataBytes int
+	// HighWatermark reports a partition's high watermark for lag, and
+	// false when the partition does not exist.
+	HighWatermark func(topic string, partition int32) (int64, bool)
+	Logger        *slog.Logger
+}
+
+// Coordinator runs every group of one korvet. It is safe for concurrent use.
+type Coordinator struct {
+	rc   *resp.Client
+	opts Options
+	log  *slog.Logger
+
+	mu     sync.Mutex
+	groups map[string]*group
+	closed bool
+}
+
+// Open loads the groups stored in Redis with their membership, so that
+// members carry on across a restart without rebalancing. Committed offsets
+// are read from Redis on first use.
+func Open(ctx context.Context, rc *resp.Client, opts Options) (*Coordinator, error) {
+	if opts.Keyspace == "" {
+		opts.Keyspace = "korvet"
+	}
+	if opts.InitialRebalanceDelay < 0 {
+		opts.InitialRebalanceDelay = 0
+	}
+	if opts.MinSessionTimeout <= 0 {
+		opts.MinSessionTimeout = 6 * time.Second
+	}
+	if opts.MaxSessionTimeout <= 0 {
+		opts.MaxSessionTimeout = 30 * time.Minute
+	}
+	if opts.MaxMetadataBytes <= 0 {
+		opts.MaxMetadataBytes = 4096
+	}
+	if opts.HighWatermark == nil {
+		opts.HighWatermark = func(string, int32) (int64, bool) { return 0, false }
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	c := &Coordinator{rc: rc, opts: opts, log: opts.Logger, groups: make(map[string]*group)}
+	r, err := rc.Do(ctx, "HGETALL", c.registryKey())
+	if err != nil {
+		return nil, fmt.Errorf("load groups from %s: %w", c.registryKey(), err)
+	}
+	if err := r.Err(); err != nil {
+		return nil, fmt.Errorf("load groups from %s: %w", c.registryKey(), err)
+	}
+	var elems []resp.Reply
+	elems = r.Elems(elems)
+	var pl resp.Pipeline
+	for i := 0; i+1 < len(elems); i += 2 {
+		g := c.newGroup(string(elems[i].Bytes()))
+		g.protocolType = string(elems[i+1].Bytes())
+		g.stored = true
+		c.groups[g.name] = g
+		pl.Cmd("GET", c.stateKey(g.name))
+	}
+	if pl.Len() > 0 {
+		if err := c.restore(ctx, &pl, elems); err != nil {
+			return nil, err
+		}
+	}
+	c.log.Info("groups loaded", "count", len(c.groups))
+	return c, nil
+}
+
+// Close stops the groups' timers and answers parked JoinGroup and
+// SyncGroup calls with ErrNotCoordinator.
+func (c *Coordinator) Close() {
+	c.mu.Lock()
+	c.closed = true
+	gs := make([]*group, 0, len(c.groups))
+	for _, g := range c.groups {
+		gs = append(gs, g)
+	}
+	c.mu.Unlock()
+	for _, g := range gs {
+		g.mu.Lock()
+		g.shutdown()
+		g.mu.Unlock()
+	}
+}
+
+// registryKey is a hash of every group with committed offsets or stored
+// membership: group name -> protocol type ("consumer", or "" for groups
+// that only store offsets).
+func (c *Coordinator) registryKey() string { return c.opts.Keyspace + ":meta:groups" }
+
+// stateKey is a group's membership, as JSON (see storedGroup).
+func (c *Coordinator) stateKey(name string) string {
+	return c.opts.Keyspace + ":group:" + name + ":state"
+}
+
+// offsetsKey is a group's committed offsets: a hash of "topic:partition"
+// -> encoded offset (see encodeOffset). Topic names cannot hold ':', so
+// the last ':' splits the field.
+func (c *Coordinator) offsetsKey(name string) string {
+	return c.opts.Keyspace + ":group:" + name + ":offsets"
+}
+
+// lookup returns the named group or nil.
+func (c *Coordinator) lookup(name string) *group {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.groups[name]
+}
+
+// getOrCreate returns the named group, creating it empty; nil once the
+// coordinator is closed.
+func (c *Coordinator) getOrCreate(name string) *group {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil
+	}
+	g := c.groups[name]
+	if g == nil {
+		g = c.newGroup(name)
+		c.groups[name] = g
+	}
+	return g
+}
+
+// forget drops g from the map if it is still the group under its name.
+func (c *Coordinator) forget(g *group) {
+	c.mu.Lock()
+	if c.groups[g.name] == g {
+		delete(c.groups, g.name)
+	}
+	c.mu.Unlock()
+}
+
+func (c *Coordinator) isClosed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed
+}
+
+func (c *Coordinator) all() []*group {
+	c.mu.Lock()
+	gs := make([]*group, 0, len(c.groups))
+	for _, g := range c.groups {
+		gs = append(gs, g)
+	}
+	c.mu.Unlock()
+	sort.Slice(gs, func(i, j int) bool { return gs[i].name < gs[j].name })
+	return gs
+}
+
+// Summary is one group as ListGroups shows it.
+type Summary struct {
+	Group        string
+	State        State
+	ProtocolType string
+	Protocol     string
+	Generation   int32
+	Members      int
+}
+
+// List returns every group, sorted by name.
+func (c *Coordinator) List() []Summary {
+	gs := c.all()
+	out := make([]Summary, 0, len(gs))
+	for _, g := range gs {
+		g.mu.Lock()
+		if g.state != Dead {
+			out = append(out, Summary{Group: g.name, State: g.state, ProtocolType: g.protocolType, Protocol: g.protocol, Generation: g.generation, Members: len(g.members)})
+		}
+		g.mu.Unlock()
+	}
+	return out
+}
+
+// MemberDescription is one member as DescribeGroups shows it.
+type MemberDescription struct {
+	MemberID, InstanceID string
+	ClientID, ClientHost string
+	// Metadata (for the chosen protocol) and Assignment are set only while
+	// the group is Stable, as in Kafka.
+	Metadata, Assignment []byte
+}
+
+// Description is a group as DescribeGroups shows it.
+type Description struct {
+	Group        string
+	State        State
+	ProtocolType string
+	Protocol     string // set only while Stable
+	Generation   int32
+	Leader       string
+	Members      []MemberDescription
+}
+
+// Describe returns the named group; false if there is none.
+func (c *Coordinator) Describe(name string) (Description, bool) {
+	g := c.lookup(name)
+	if g == nil {
+		return Description{Group: name, State: Dead}, false
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.state == Dead {
+		return Description{Group: name, State: Dead}, false
+	}
+	d := Description{Group: name, State: g.state, ProtocolType: g.protocolType, Generation: g.generation, Leader: g.leader}
+	stable := g.state == Stable
+	if stable {
+		d.Protocol = g.protocol
+	}
+	for _, m := range g.sortedMembers() {
+		md := MemberDescription{MemberID: m.id, InstanceID: m.instance, ClientID: m.clientID, ClientHost: m.clientHost}
+		if stable {
+			md.Metadata = m.metadataFor(g.protocol)
+			md.Assignment = m.assignment
+		}
+		d.Members = append(d.Members, md)
+	}
+	return d, true
+}
+
+// PartitionLag is how far a group's commit trails a partition's end.
+type PartitionLag struct {
+	Topic         string
+	Partition     int32
+	Committed     int64
+	HighWatermark int64
+	// Lag is HighWatermark - Committed: exact, since offsets are dense.
+	Lag int64
+}
+
+// Lag returns the lag of every partition the group has committed, sorted
+// by topic and partition. Partitions whose topic is gone are left out.
+func (c *Coordinator) Lag(ctx context.Context, name string) ([]PartitionLag, error) {
+	g := c.lookup(name)
+	if g == nil {
+		return nil, fmt.Errorf("%w: %q", ErrGroupNotFound, name)
+	}
+	if err := g.ensureLoaded(ctx); err != nil {
+		return nil, err
+	}
+	g.mu.Lock()
+	committed := g.sortedOffsets()
+	g.mu.Unlock()
+	out := make([]PartitionLag, 0, len(committed))
+	for _, o := range committed {
+		hw, ok := c.opts.HighWatermark(o.Topic, o.Partition)
+		if !ok {
+			continue
+		}
+		out = append(out, PartitionLag{Topic: o.Topic, Partition: o.Partition, Committed: o.Offset, HighWatermark: hw, Lag: max(hw-o.Offset, 0)})
+	}
+	return out, nil
+}

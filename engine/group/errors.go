@@ -1,0 +1,22 @@
+package group
+
+import "errors"
+
+// Errors the coordinator returns. Each stands for one Kafka error code;
+// the wire layer maps them.
+var (
+	ErrInvalidGroupID          = errors.New("invalid group id")
+	ErrInvalidSessionTimeout   = errors.New("session timeout outside the broker's allowed range")
+	ErrInconsistentProtocol    = errors.New("group protocol type or protocols do not match the group's")
+	ErrUnknownMemberID         = errors.New("unknown member id")
+	ErrMemberIDRequired        = errors.New("member id required: rejoin with the given member id")
+	ErrIllegalGeneration       = errors.New("illegal generation")
+	ErrRebalanceInProgress     = errors.New("rebalance in progress")
+	ErrFencedInstanceID        = errors.New("static member fenced by a newer member with the same instance id")
+	ErrCoordinatorNotAvailable = errors.New("group coordinator not available")
+	ErrNotCoordinator          = errors.New("not the group coordinator (shutting down)")
+	ErrGroupNotFound           = errors.New("group not found")
+	ErrNonEmptyGroup           = errors.New("group is not empty")
+	ErrSubscribedToTopic       = errors.New("group is subscribed to the topic")
+	ErrMetadataTooLarge        = errors.New("offset metadata too large")
+)

@@ -1,0 +1,437 @@
+package group
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/korvet/korvet/resp"
+)
+
+// TopicPartition names a partition.
+type TopicPartition struct {
+	Topic     string
+	Partition int32
+}
+
+// Commit is a committed offset.
+type Commit struct {
+	Offset      int64
+	LeaderEpoch int32 // -1 when the client sent none
+	Metadata    string
+	Time        time.Time
+}
+
+// PartitionCommit is a partition's commit: one partition of an
+// OffsetCommit, or of an OffsetFetch answer (Offset -1 when nothing is
+// committed).
+type PartitionCommit struct {
+	TopicPartition
+	Commit
+}
+
+// CommitRequest is an OffsetCommit. Generation -1 with an empty member id
+// is a commit from outside group management (a consumer using assign(),
+// or an admin), allowed while the group is empty.
+type CommitRequest struct {
+	Group      string
+	MemberID   string
+	InstanceID string
+	Generation int32
+	Offsets    []PartitionCommit
+}
+
+// encodeOffset is the Redis value of a commit:
+// "<offset>,<leader epoch>,<commit unix ms>,<metadata>". The metadata
+// comes last so it may hold anything.
+func encodeOffset(o Commit) string {
+	var b []byte
+	b = strconv.AppendInt(b, o.Offset, 10)
+	b = append(b, ',')
+	b = strconv.AppendInt(b, int64(o.LeaderEpoch), 10)
+	b = append(b, ',')
+	b = strconv.AppendInt(b, o.Time.UnixMilli(), 10)
+	b = append(b, ',')
+	b = append(b, o.Metadata...)
+	return string(b)
+}
+
+func decodeOffset(v string) (Commit, error) {
+	f := strings.SplitN(v, ",", 4)
+	if len(f) != 4 {
+		return Commit{}, fmt.Errorf("bad committed offset %q", v)
+	}
+	off, err1 := strconv.ParseInt(f[0], 10, 64)
+	epoch, err2 := strconv.ParseInt(f[1], 10, 32)
+	ms, err3 := strconv.ParseInt(f[2], 10, 64)
+	if err := errors.Join(err1, err2, err3); err != nil {
+		return Commit{}, fmt.Errorf("bad committed offset %q: %w", v, err)
+	}
+	return Commit{Offset: off, LeaderEpoch: int32(epoch), Time: time.UnixMilli(ms), Metadata: f[3]}, nil
+}
+
+func offsetField(tp TopicPartition) string {
+	return tp.Topic + ":" + strconv.Itoa(int(tp.Partition))
+}
+
+func parseOffsetField(f string) (TopicPartition, bool) {
+	i := strings.LastIndexByte(f, ':')
+	if i <= 0 {
+		return TopicPartition{}, false
+	}
+	p, err := strconv.ParseInt(f[i+1:], 10, 32)
+	if err != nil {
+		return TopicPartition{}, false
+	}
+	return TopicPartition{Topic: f[:i], Partition: int32(p)}, true
+}
+
+// ensureLoaded reads the group's committed offsets from Redis the first
+// time they are needed.
+func (g *group) ensureLoaded(ctx context.Context) error {
+	g.mu.Lock()
+	loaded := g.loaded
+	g.mu.Unlock()
+	if loaded {
+		return nil
+	}
+	g.commitMu.Lock()
+	defer g.commitMu.Unlock()
+	return g.loadLocked(ctx)
+}
+
+// loadLocked is ensureLoaded for a caller holding commitMu.
+func (g *group) loadLocked(ctx context.Context) error {
+	g.mu.Lock()
+	loaded := g.loaded
+	g.mu.Unlock()
+	if loaded {
+		return nil
+	}
+	key := g.c.offsetsKey(g.name)
+	r, err := g.c.rc.Do(ctx, "HGETALL", key)
+	if err == nil {
+		err = r.Err()
+	}
+	if err != nil {
+		return fmt.Errorf("%w: load offsets of group %q: %v", ErrCoordinatorNotAvailable, g.name, err)
+	}
+	offsets := make(map[TopicPartition]Commit)
+	var elems []resp.Reply
+	elems = r.Elems(elems)
+	for i := 0; i+1 < len(elems); i += 2 {
+		field, val := string(elems[i].Bytes()), string(elems[i+1].Bytes())
+		tp, ok := parseOffsetField(field)
+		o, err := decodeOffset(val)
+		if !ok || err != nil {
+			g.c.log.Warn("skipping bad committed offset", "key", key, "field", field, "value", val)
+			continue
+		}
+		offsets[tp] = o
+	}
+	g.mu.Lock()
+	g.offsets = offsets
+	g.loaded = true
+	g.mu.Unlock()
+	return nil
+}
+
+// Commit handles an OffsetCommit. It returns an error per offset, or an
+// error for the whole commit (group membership checks, Redis failure).
+func (c *Coordinator) Commit(ctx context.Context, req CommitRequest) ([]error, error) {
+	simple := req.Generation < 0 && req.MemberID == "" && req.InstanceID == ""
+	g := c.lookup(req.Group)
+	if g == nil {
+		if req.Generation >= 0 {
+			// A member of a generation this coordinator never saw: it
+			// must rejoin.
+			return nil, fmt.Errorf("%w: group %q has no generation %d", ErrIllegalGeneration, req.Group, req.Generation)
+		}
+		if g = c.getOrCreate(req.Group); g == nil {
+			return nil, ErrNotCoordinator
+		}
+	}
+	g.commitMu.Lock()
+	defer g.commitMu.Unlock()
+	if err := g.loadLocked(ctx); err != nil {
+		return nil, err
+	}
+	g.mu.Lock()
+	err := g.validateCommit(req, simple)
+	protocolType := g.protocolType
+	g.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	errs := make([]error, len(req.Offsets))
+	now := time.Now()
+	key := g.c.offsetsKey(g.name)
+	var pl resp.Pipeline
+	pl.Cmd("MULTI")
+	n := 0
+	for i := range req.Offsets {
+		if len(req.Offsets[i].Metadata) > c.opts.MaxMetadataBytes {
+			errs[i] = fmt.Errorf("%w: %d bytes, at most %d", ErrMetadataTooLarge, len(req.Offsets[i].Metadata), c.opts.MaxMetadataBytes)
+			continue
+		}
+		req.Offsets[i].Time = now
+		n++
+	}
+	if n == 0 {
+		return errs, nil
+	}
+	pl.Array(2 + 2*n)
+	pl.String("HSET")
+	pl.String(key)
+	for i, o := range req.Offsets {
+		if errs[i] == nil {
+			pl.String(offsetField(o.TopicPartition))
+			pl.String(encodeOffset(o.Commit))
+		}
+	}
+	pl.Cmd("HSET", c.registryKey(), g.name, protocolType)
+	pl.Cmd("EXEC")
+	if err := c.execTx(ctx, &pl); err != nil {
+		return nil, fmt.Errorf("%w: commit offsets of group %q: %v", ErrCoordinatorNotAvailable, g.name, err)
+	}
+	g.mu.Lock()
+	g.stored = true
+	for i, o := range req.Offsets {
+		if errs[i] == nil {
+			g.offsets[o.TopicPartition] = o.Commit
+		}
+	}
+	g.mu.Unlock()
+	return errs, nil
+}
+
+// validateCommit applies Kafka's membership checks to a commit, under g.mu.
+func (g *group) validateCommit(req CommitRequest, simple bool) error {
+	if g.state == Dead {
+		return ErrCoordinatorNotAvailable
+	}
+	if simple {
+		if g.state != Empty {
+			// Only an empty group takes commits from outside it.
+			return fmt.Errorf("%w: group %q has members; commits need a member id and generation", ErrUnknownMemberID, g.name)
+		}
+		return nil
+	}
+	if g.fenced(req.InstanceID, req.MemberID) {
+		return ErrFencedInstanceID
+	}
+	m := g.members[req.MemberID]
+	if req.MemberID != "" && m == nil {
+		return ErrUnknownMemberID
+	}
+	if req.Generation != g.generation {
+		return fmt.Errorf("%w: %d, group is at %d", ErrIllegalGeneration, req.Generation, g.generation)
+	}
+	switch g.state {
+	case CompletingRebalance:
+		// The member has its new generation but not its assignment yet.
+		return ErrRebalanceInProgress
+	case Stable, PreparingRebalance:
+		// A commit during PreparingRebalance is allowed; the heartbeat
+		// tells the member to rejoin.
+		if m != nil {
+			g.touch(m)
+		}
+	}
+	return nil
+}
+
+// execTx runs a MULTI ... EXEC pipeline and checks every reply.
+func (c *Coordinator) execTx(ctx context.Context, pl *resp.Pipeline) error {
+	rs, err := c.rc.Exec(ctx, pl)
+	if err != nil {
+		return err
+	}
+	defer rs.Release()
+	ex := rs.At(rs.Len() - 1)
+	if err := ex.Err(); err != nil {
+		for i := 1; i < rs.Len()-1; i++ {
+			if qerr := rs.At(i).Err(); qerr != nil {
+				return qerr
+			}
+		}
+		return err
+	}
+	if ex.IsNil() {
+		return errors.New("transaction aborted")
+	}
+	var failed error
+	ex.ForEach(func(r resp.Reply) bool {
+		failed = r.Err()
+		return failed == nil
+	})
+	return failed
+}
+
+// Fetch handles an OffsetFetch for one group: the committed offsets of
+// parts, or of every partition the group committed when parts is nil.
+func (c *Coordinator) Fetch(ctx context.Context, name string, parts []TopicPartition) ([]PartitionCommit, error) {
+	g := c.lookup(name)
+	if g == nil {
+		out := make([]PartitionCommit, len(parts))
+		for i, tp := range parts {
+			out[i] = PartitionCommit{TopicPartition: tp, Commit: Commit{Offset: -1, LeaderEpoch: -1}}
+		}
+		return out, nil
+	}
+	if err := g.ensureLoaded(ctx); err != nil {
+		return nil, err
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if parts == nil {
+		return g.sortedOffsets(), nil
+	}
+	out := make([]PartitionCommit, len(parts))
+	for i, tp := range parts {
+		o, ok := g.offsets[tp]
+		if !ok {
+			o = Commit{Offset: -1, LeaderEpoch: -1}
+		}
+		out[i] = PartitionCommit{TopicPartition: tp, Commit: o}
+	}
+	return out, nil
+}
+
+func (g *group) sortedOffsets() []PartitionCommit {
+	out := make([]PartitionCommit, 0, len(g.offsets))
+	for tp, o := range g.offsets {
+		out = append(out, PartitionCommit{TopicPartition: tp, Commit: o})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Topic != out[j].Topic {
+			return out[i].Topic < out[j].Topic
+		}
+		return out[i].Partition < out[j].Partition
+	})
+	return out
+}
+
+// DeleteGroups deletes groups that have no members, with their committed
+// offsets; it returns an error per group (ErrGroupNotFound,
+// ErrNonEmptyGroup).
+func (c *Coordinator) DeleteGroups(ctx context.Context, names []string) []error {
+	errs := make([]error, len(names))
+	for i, name := range names {
+		errs[i] = c.deleteGroup(ctx, name)
+	}
+	return errs
+}
+
+func (c *Coordinator) deleteGroup(ctx context.Context, name string) error {
+	g := c.lookup(name)
+	if g == nil {
+		return fmt.Errorf("%w: %q", ErrGroupNotFound, name)
+	}
+	g.commitMu.Lock()
+	defer g.commitMu.Unlock()
+	g.mu.Lock()
+	switch g.state {
+	case Dead:
+		g.mu.Unlock()
+		return fmt.Errorf("%w: %q", ErrGroupNotFound, name)
+	case Empty:
+	default:
+		g.mu.Unlock()
+		return fmt.Errorf("%w: %q is %s with %d members", ErrNonEmptyGroup, name, g.state, len(g.members))
+	}
+	// Dead from here: joins and commits racing the delete are told to
+	// retry, and find a fresh group.
+	g.state = Dead
+	g.mu.Unlock()
+	var pl resp.Pipeline
+	pl.Cmd("MULTI")
+	pl.Cmd("UNLINK", c.offsetsKey(name))
+	pl.Cmd("UNLINK", c.stateKey(name))
+	pl.Cmd("HDEL", c.registryKey(), name)
+	pl.Cmd("EXEC")
+	if err := c.execTx(ctx, &pl); err != nil {
+		g.mu.Lock()
+		g.state = Empty
+		g.mu.Unlock()
+		return fmt.Errorf("%w: delete group %q: %v", ErrCoordinatorNotAvailable, name, err)
+	}
+	c.forget(g)
+	c.log.Info("group deleted", "group", name)
+	return nil
+}
+
+// DeleteOffsets handles an OffsetDelete. A group with members keeps the
+// offsets of topics it is subscribed to (ErrSubscribedToTopic);
+// subscribedTopics decodes a member's metadata for the group's protocol
+// type (it knows the consumer protocol; the coordinator does not) and
+// reports false when it cannot tell, which counts as subscribed to all.
+func (c *Coordinator) DeleteOffsets(ctx context.Context, name string, parts []TopicPartition, subscribedTopics func(protocolType string, metadata []byte) ([]string, bool)) ([]error, error) {
+	g := c.lookup(name)
+	if g == nil {
+		return nil, fmt.Errorf("%w: %q", ErrGroupNotFound, name)
+	}
+	g.commitMu.Lock()
+	defer g.commitMu.Unlock()
+	if err := g.loadLocked(ctx); err != nil {
+		return nil, err
+	}
+	errs := make([]error, len(parts))
+	g.mu.Lock()
+	switch g.state {
+	case Dead:
+		g.mu.Unlock()
+		return nil, fmt.Errorf("%w: %q", ErrGroupNotFound, name)
+	case Empty:
+	default:
+		subscribed, known := map[string]bool{}, true
+		for _, m := range g.members {
+			ts, ok := subscribedTopics(g.protocolType, m.metadataFor(g.protocol))
+			if !ok {
+				known = false
+				break
+			}
+			for _, t := range ts {
+				subscribed[t] = true
+			}
+		}
+		for i, tp := range parts {
+			if !known || subscribed[tp.Topic] {
+				errs[i] = fmt.Errorf("%w: %s", ErrSubscribedToTopic, tp.Topic)
+			}
+		}
+	}
+	g.mu.Unlock()
+	var fields []string
+	for i, tp := range parts {
+		if errs[i] == nil {
+			fields = append(fields, offsetField(tp))
+		}
+	}
+	if len(fields) == 0 {
+		return errs, nil
+	}
+	args := []any{"HDEL", c.offsetsKey(name)}
+	for _, f := range fields {
+		args = append(args, f)
+	}
+	r, err := c.rc.Do(ctx, args...)
+	if err == nil {
+		err = r.Err()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: delete offsets of group %q: %v", ErrCoordinatorNotAvailable, name, err)
+	}
+	g.mu.Lock()
+	for i, tp := range parts {
+		if errs[i] == nil {
+			delete(g.offsets, tp)
+		}
+	}
+	g.mu.Unlock()
+	return errs, nil
+}

@@ -1,0 +1,144 @@
+package group
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/korvet/korvet/resp"
+)
+
+// storedGroup is what Redis keeps of a group's membership, written when a
+// generation forms and when it turns Stable (as Kafka writes its group
+// metadata). After a restart members keep their ids, generation and
+// assignments: their heartbeats go on working and nothing rebalances. It
+// also keeps generations increasing across restarts, which cooperative
+// clients rely on to judge stale partition claims.
+type storedGroup struct {
+	Generation   int32          `json:"generation"`
+	State        string         `json:"state"`
+	ProtocolType string         `json:"protocol_type,omitempty"`
+	Protocol     string         `json:"protocol,omitempty"`
+	Leader       string         `json:"leader,omitempty"`
+	Members      []storedMember `json:"members,omitempty"`
+}
+
+type storedMember struct {
+	ID          string     `json:"id"`
+	InstanceID  string     `json:"instance_id,omitempty"`
+	ClientID    string     `json:"client_id"`
+	ClientHost  string     `json:"client_host"`
+	SessionMs   int64      `json:"session_ms"`
+	RebalanceMs int64      `json:"rebalance_ms"`
+	Protocols   []Protocol `json:"protocols"`
+	Assignment  []byte     `json:"assignment,omitempty"`
+}
+
+// persistTimeout bounds a membership write, which runs under the group's
+// lock.
+const persistTimeout = 2 * time.Second
+
+// persist stores the group's membership under g.mu. An empty group
+// without commits is removed from Redis instead (and then forgotten, see
+// maybeForget). A failed write is logged and the group goes on: a restart
+// then costs it a rebalance.
+func (g *group) persist() {
+	c := g.c
+	var pl resp.Pipeline
+	pl.Cmd("MULTI")
+	drop := g.state == Empty && g.loaded && len(g.offsets) == 0
+	if drop {
+		pl.Cmd("DEL", c.stateKey(g.name))
+		pl.Cmd("HDEL", c.registryKey(), g.name)
+	} else {
+		sg := storedGroup{Generation: g.generation, State: g.state.String(), ProtocolType: g.protocolType, Protocol: g.protocol, Leader: g.leader}
+		for _, m := range g.sortedMembers() {
+			sg.Members = append(sg.Members, storedMember{
+				ID: m.id, InstanceID: m.instance, ClientID: m.clientID, ClientHost: m.clientHost,
+				SessionMs: m.session.Milliseconds(), RebalanceMs: m.rebalance.Milliseconds(),
+				Protocols: m.protocols, Assignment: m.assignment,
+			})
+		}
+		js, err := json.Marshal(sg)
+		if err != nil {
+			c.log.Error("encode group state", "group", g.name, "err", err)
+			return
+		}
+		pl.Cmd("SET", c.stateKey(g.name), js)
+		pl.Cmd("HSET", c.registryKey(), g.name, g.protocolType)
+	}
+	pl.Cmd("EXEC")
+	ctx, cancel := context.WithTimeout(context.Background(), persistTimeout)
+	defer cancel()
+	if err := c.execTx(ctx, &pl); err != nil {
+		c.log.Warn("could not store group membership; a restart will make its members rejoin", "group", g.name, "generation", g.generation, "err", err)
+		return
+	}
+	g.stored = !drop
+}
+
+// restore reads the state of every registered group (pl holds a GET per
+// group, in the order of the registry reply elems) and rebuilds them.
+func (c *Coordinator) restore(ctx context.Context, pl *resp.Pipeline, elems []resp.Reply) error {
+	rs, err := c.rc.Exec(ctx, pl)
+	if err != nil {
+		return fmt.Errorf("load group states: %w", err)
+	}
+	defer rs.Release()
+	now := time.Now()
+	for i := 0; i < rs.Len(); i++ {
+		name := string(elems[2*i].Bytes())
+		r := rs.At(i)
+		if err := r.Err(); err != nil {
+			return fmt.Errorf("load state of group %q: %w", name, err)
+		}
+		if r.IsNil() {
+			continue // only commits
+		}
+		var sg storedGroup
+		if err := json.Unmarshal(r.Bytes(), &sg); err != nil {
+			c.log.Warn("ignoring bad group state; its members will rejoin", "group", name, "key", c.stateKey(name), "err", err)
+			continue
+		}
+		g := c.groups[name]
+		g.mu.Lock()
+		g.restore(sg, now)
+		g.mu.Unlock()
+	}
+	return nil
+}
+
+// restore rebuilds a group from its stored state. Members get a full
+// session timeout to show up. A group stored mid-rebalance (its members
+// never got their assignments) starts a join phase they all must rejoin.
+func (g *group) restore(sg storedGroup, now time.Time) {
+	g.generation = sg.Generation
+	g.protocolType = sg.ProtocolType
+	g.protocol = sg.Protocol
+	g.leader = sg.Leader
+	for _, sm := range sg.Members {
+		m := &member{
+			id: sm.ID, instance: sm.InstanceID, clientID: sm.ClientID, clientHost: sm.ClientHost,
+			session:   time.Duration(sm.SessionMs) * time.Millisecond,
+			rebalance: time.Duration(sm.RebalanceMs) * time.Millisecond,
+			protocols: sm.Protocols, assignment: sm.Assignment,
+		}
+		m.deadline = now.Add(m.session)
+		g.members[m.id] = m
+		if m.instance != "" {
+			g.statics[m.instance] = m.id
+		}
+	}
+	switch {
+	case len(g.members) == 0:
+		g.state = Empty
+		g.protocol, g.leader = "", ""
+	case sg.State == Stable.String():
+		g.state = Stable
+	default:
+		g.state = PreparingRebalance
+		g.joinDeadline = now.Add(g.maxRebalanceTimeout())
+	}
+	g.reschedule()
+}

@@ -1,0 +1,326 @@
+package engine
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/korvet/korvet/cold"
+	"github.com/korvet/korvet/engine/record"
+	"github.com/korvet/korvet/resp"
+)
+
+// The archiving worker: sealed segments of topics with
+// remote.storage.enable=true go to the cold tier. The order of operations
+// is what keeps data safe:
+//
+//  1. the segment's records are read from its stream and written as one
+//     Parquet file, committed to the topic's Iceberg table (cold.Archive,
+//     idempotent: a retry after a crash finds the file and adds nothing);
+//  2. the registry marks the segment archived, durably in Redis;
+//  3. only then, and only once local retention allows, the stream leaves
+//     Redis (DropLocal), and reads of it go to the cold tier.
+//
+// While the object store is down, step 1 fails, the segment stays sealed
+// in Redis and the next round tries again.
+
+// TieringStatus is what the worker reports for the status page.
+type TieringStatus struct {
+	BacklogSegments int64
+	BacklogBytes    int64
+	LastArchived    *ArchivedSegment
+	Errors          int64
+	LastError       string
+	LastErrorAt     time.Time
+	Archived        int64 // segments archived since start
+	ArchivedRecords int64
+}
+
+// ArchivedSegment names one segment moved to the cold tier.
+type ArchivedSegment struct {
+	Topic     string
+	Partition int32
+	Segment   int64
+	Records   int64
+	Bytes     int64
+	At        time.Time
+}
+
+type tiering struct {
+	mu     sync.Mutex
+	status TieringStatus
+	wake   chan struct{}
+}
+
+// archiveConcurrency is how many segments are archived at once.
+const archiveConcurrency = 4
+
+// Tiering reports the archiving worker's state; ok is false without a
+// cold tier.
+func (e *Engine) Tiering() (TieringStatus, bool) {
+	if e.opts.Cold == nil {
+		return TieringStatus{}, false
+	}
+	e.tier.mu.Lock()
+	st := e.tier.status
+	e.tier.mu.Unlock()
+	st.BacklogSegments, st.BacklogBytes = 0, 0
+	for _, t := range e.Topics() {
+		if !t.currentSettings().remoteStorage {
+			continue
+		}
+		for _, p := range t.Partitions() {
+			for _, sg := range p.Segments() {
+				if sg.State == SegmentSealed {
+					st.BacklogSegments++
+					st.BacklogBytes += sg.Bytes
+				}
+			}
+		}
+	}
+	return st, true
+}
+
+// ColdStore is the cold tier korvet was opened with, or nil.
+func (e *Engine) ColdStore() *cold.Store { return e.opts.Cold }
+
+func (e *Engine) tieringLoop() {
+	defer e.wg.Done()
+	interval := e.opts.TieringInterval
+	if interval <= 0 {
+		interval = 2 * time.Second
+	}
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-e.bg.Done():
+			return
+		case <-tick.C:
+		case <-e.tier.wake:
+		}
+		e.archiveRound(e.bg)
+	}
+}
+
+// archiveRound archives every sealed segment, lets archived ones leave
+// Redis when local retention says so, and deletes cold files retention
+// has removed.
+func (e *Engine) archiveRound(ctx context.Context) {
+	type job struct {
+		p  *Partition
+		sg Segment
+	}
+	var jobs []job
+	now := time.Now()
+	for _, t := range e.Topics() {
+		s := t.currentSettings()
+		if !s.remoteStorage {
+			continue
+		}
+		for _, p := range t.Partitions() {
+			segs := p.Segments()
+			for _, sg := range segs {
+				if sg.State == SegmentSealed && sg.Local {
+					jobs = append(jobs, job{p, sg})
+				}
+			}
+			p.applyLocalRetention(segs, s, now)
+		}
+	}
+	sem := make(chan struct{}, archiveConcurrency)
+	var wg sync.WaitGroup
+	for _, j := range jobs {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			if err := j.p.archive(ctx, j.sg); err != nil && ctx.Err() == nil {
+				e.tierError(fmt.Errorf("archive %s/%d segment %d: %w", j.p.t.name, j.p.id, j.sg.ID, err))
+			}
+		}()
+	}
+	wg.Wait()
+	if err := e.collectColdGarbage(ctx); err != nil && ctx.Err() == nil {
+		e.tierError(err)
+	}
+}
+
+func (e *Engine) tierError(err error) {
+	e.log.Warn("tiering", "err", err)
+	e.tier.mu.Lock()
+	e.tier.status.Errors++
+	e.tier.status.LastError, e.tier.status.LastErrorAt = err.Error(), time.Now()
+	e.tier.mu.Unlock()
+}
+
+// archive moves one sealed segment's records to the cold tier and marks it
+// archived.
+func (p *Partition) archive(ctx context.Context, sg Segment) error {
+	e := p.t.e
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
+	ref := cold.SegmentRef{Topic: p.t.name, TopicID: p.t.id, Partition: p.id, Segment: sg.ID, BaseOffset: sg.Base, LastOffset: sg.Last}
+	var res *ReadResult
+	defer func() {
+		if res != nil {
+			res.Release()
+		}
+	}()
+	from := sg.Base
+	next := func() ([]record.Record, error) {
+		if res != nil {
+			res.Release()
+			res = nil
+		}
+		if from > sg.Last {
+			return nil, io.EOF
+		}
+		res = readResults.Get().(*ReadResult)
+		if err := p.readStream(ctx, res, sg.ID, from, sg.Last, maxReadCount, 8<<20); err != nil {
+			return nil, err
+		}
+		if len(res.Records) == 0 {
+			return nil, io.EOF
+		}
+		from = res.Records[len(res.Records)-1].Offset + 1
+		return res.Records, nil
+	}
+	df, err := e.opts.Cold.Archive(ctx, ref, next)
+	switch {
+	case errors.Is(err, cold.ErrNoRecords):
+		// Compaction emptied the segment: nothing to keep.
+		df = cold.DataFile{}
+	case err != nil:
+		return err
+	}
+	if err := p.MarkArchived(ctx, sg.ID, df.Path, df.Bytes); err != nil {
+		return err
+	}
+	e.tier.mu.Lock()
+	e.tier.status.Archived++
+	e.tier.status.ArchivedRecords += df.Records
+	e.tier.status.LastArchived = &ArchivedSegment{Topic: p.t.name, Partition: p.id, Segment: sg.ID, Records: df.Records, Bytes: df.Bytes, At: time.Now()}
+	e.tier.mu.Unlock()
+	e.log.Info("segment archived", "topic", p.t.name, "partition", p.id, "segment", sg.ID, "records", df.Records, "bytes", df.Bytes, "file", df.Path)
+	return nil
+}
+
+// applyLocalRetention lets archived segments leave Redis once they are
+// older than local.retention.ms or the partition's local bytes exceed
+// local.retention.bytes (-2: the retention.* value).
+func (p *Partition) applyLocalRetention(segs []Segment, s topicSettings, now time.Time) {
+	ms, bytes := s.localRetentionMs, s.localRetentionBytes
+	if ms == -2 {
+		ms = s.retentionMs
+	}
+	if bytes == -2 {
+		bytes = s.retentionBytes
+	}
+	var local int64
+	for i, sg := range segs {
+		if sg.Local && i < len(segs)-1 {
+			local += sg.Bytes
+		}
+	}
+	for i, sg := range segs {
+		if i == len(segs)-1 || sg.State != SegmentArchived || !sg.Local {
+			continue
+		}
+		old := ms >= 0 && sg.MaxTs < now.UnixMilli()-ms
+		big := bytes >= 0 && local > bytes
+		if old || big {
+			p.DropLocal(sg.ID)
+			local -= sg.Bytes
+		}
+	}
+}
+
+// readCold reads an archived segment whose stream has left Redis.
+func (p *Partition) readCold(ctx context.Context, sg Segment, from int64, maxBytes int) ([]record.Record, error) {
+	if sg.File == "" {
+		return nil, nil // archived empty: compaction left nothing
+	}
+	if p.t.e.opts.Cold == nil {
+		return nil, fmt.Errorf("segment %d is in the cold tier but no cold tier is configured", sg.ID)
+	}
+	df := cold.DataFile{Path: sg.File, TopicID: p.t.id, Partition: p.id, Segment: sg.ID, Bytes: sg.FileBytes, MinOffset: sg.Base, MaxOffset: sg.Last}
+	return p.t.e.opts.Cold.Read(ctx, df, from, maxBytes)
+}
+
+// collectColdGarbage deletes cold files that retention or topic deletion
+// removed from registries.
+func (e *Engine) collectColdGarbage(ctx context.Context) error {
+	r, err := e.rc.Do(ctx, "SMEMBERS", e.k.coldGarbage())
+	if err != nil {
+		return fmt.Errorf("cold garbage: %w", err)
+	}
+	byTopic := map[string][]cold.DataFile{}
+	var members []string
+	r.ForEach(func(m resp.Reply) bool {
+		members = append(members, string(m.Bytes()))
+		return true
+	})
+	for _, m := range members {
+		kind, rest, _ := strings.Cut(m, "\x00")
+		switch kind {
+		case "file":
+			topic, path, _ := strings.Cut(rest, "\x00")
+			byTopic[topic] = append(byTopic[topic], cold.DataFile{Path: path})
+		case "drop":
+			topic, id, _ := strings.Cut(rest, "\x00")
+			// A topic of that name created since has its own table id;
+			// only a table nobody uses any more is dropped.
+			if t := e.Topic(topic); t == nil || hex.EncodeToString(t.id[:]) != id {
+				if err := e.opts.Cold.Drop(ctx, topic); err != nil {
+					return fmt.Errorf("drop cold table of %s: %w", topic, err)
+				}
+			}
+			if _, err := e.rc.Do(ctx, "SREM", e.k.coldGarbage(), m); err != nil {
+				return fmt.Errorf("cold garbage: %w", err)
+			}
+		}
+	}
+	for topic, files := range byTopic {
+		if err := e.opts.Cold.Remove(ctx, topic, files); err != nil {
+			return fmt.Errorf("remove cold files of %s: %w", topic, err)
+		}
+		args := []any{"SREM", e.k.coldGarbage()}
+		for _, f := range files {
+			args = append(args, "file\x00"+topic+"\x00"+f.Path)
+		}
+		if _, err := e.rc.Do(ctx, args...); err != nil {
+			return fmt.Errorf("cold garbage: %w", err)
+		}
+	}
+	return nil
+}
+
+// LocalStart is the first offset whose record is still in Redis (Kafka's
+// earliest-local, KIP-405).
+func (p *Partition) LocalStart() int64 {
+	start := p.start.Load()
+	for _, sg := range p.Segments() {
+		if sg.Local {
+			return max(sg.Base, start)
+		}
+	}
+	return p.hw.Load()
+}
+
+// LastTiered is the last offset in the cold tier, or -1 (Kafka's
+// latest-tiered, KIP-1005).
+func (p *Partition) LastTiered() int64 {
+	last := int64(-1)
+	for _, sg := range p.Segments() {
+		if sg.State == SegmentArchived {
+			last = sg.Last
+		}
+	}
+	return last
+}

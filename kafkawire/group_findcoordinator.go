@@ -1,0 +1,55 @@
+package kafkawire
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Coordinator key types of FindCoordinator.
+const (
+	coordinatorGroup       = 0
+	coordinatorTransaction = 1
+)
+
+// handleFindCoordinator names this node as the coordinator of every
+// group. korvet has no transaction coordinator: transactional ids get a
+// non-retriable error, as InitProducerId does, so clients fail fast.
+func handleFindCoordinator(_ context.Context, c *conn, kreq kmsg.Request) func() kmsg.Response {
+	req := kreq.(*kmsg.FindCoordinatorRequest)
+	return func() kmsg.Response {
+		s := c.s
+		resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
+		answer := func(key string) kmsg.FindCoordinatorResponseCoordinator {
+			co := kmsg.NewFindCoordinatorResponseCoordinator()
+			co.Key = key
+			switch req.CoordinatorType {
+			case coordinatorGroup:
+				host, port := c.advertised()
+				co.NodeID, co.Host, co.Port = s.opts.NodeID, host, port
+				return co
+			case coordinatorTransaction:
+				co.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+				co.ErrorMessage = nonEmpty("korvet does not support transactions")
+			default:
+				co.ErrorCode = kerr.InvalidRequest.Code
+				co.ErrorMessage = nonEmpty("korvet coordinates consumer groups only")
+			}
+			co.NodeID, co.Port = -1, -1
+			return co
+		}
+		if req.Version >= 4 {
+			for _, k := range req.CoordinatorKeys {
+				resp.Coordinators = append(resp.Coordinators, answer(k))
+			}
+			return resp
+		}
+		co := answer(req.CoordinatorKey)
+		resp.NodeID, resp.Host, resp.Port, resp.ErrorCode = co.NodeID, co.Host, co.Port, co.ErrorCode
+		if req.Version >= 1 {
+			resp.ErrorMessage = co.ErrorMessage
+		}
+		return resp
+	}
+}

@@ -1,0 +1,66 @@
+package kafkawire
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/korvet/korvet/engine/group"
+)
+
+// handleOffsetCommit commits offsets for a group member, or for a client
+// outside group management (generation -1, no member id).
+func handleOffsetCommit(ctx context.Context, c *conn, kreq kmsg.Request) func() kmsg.Response {
+	req := kreq.(*kmsg.OffsetCommitRequest)
+	return func() kmsg.Response {
+		eng := c.s.eng
+		resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
+		cr := group.CommitRequest{Group: req.Group, MemberID: req.MemberID, InstanceID: deref(req.InstanceID), Generation: req.Generation}
+		// where[i] is the response partition of cr.Offsets[i].
+		var where []*kmsg.OffsetCommitResponseTopicPartition
+		resp.Topics = make([]kmsg.OffsetCommitResponseTopic, len(req.Topics))
+		for ti := range req.Topics {
+			rt := &req.Topics[ti]
+			st := &resp.Topics[ti]
+			*st = kmsg.NewOffsetCommitResponseTopic()
+			st.Topic = rt.Topic
+			t := eng.Topic(rt.Topic)
+			st.Partitions = make([]kmsg.OffsetCommitResponseTopicPartition, len(rt.Partitions))
+			for pi := range rt.Partitions {
+				rp := &rt.Partitions[pi]
+				sp := &st.Partitions[pi]
+				*sp = kmsg.NewOffsetCommitResponseTopicPartition()
+				sp.Partition = rp.Partition
+				if t == nil || t.Partition(rp.Partition) == nil {
+					sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+					continue
+				}
+				epoch := int32(-1)
+				if req.Version >= 6 {
+					epoch = rp.LeaderEpoch
+				}
+				cr.Offsets = append(cr.Offsets, group.PartitionCommit{
+					TopicPartition: group.TopicPartition{Topic: rt.Topic, Partition: rp.Partition},
+					Commit:         group.Commit{Offset: rp.Offset, LeaderEpoch: epoch, Metadata: deref(rp.Metadata)},
+				})
+				where = append(where, sp)
+			}
+		}
+		if len(cr.Offsets) == 0 {
+			return resp
+		}
+		errs, err := eng.Groups().Commit(ctx, cr)
+		if err != nil {
+			c.s.log.Debug("offset commit refused", "group", req.Group, "member", req.MemberID, "generation", req.Generation, "err", err)
+		}
+		for i, sp := range where {
+			if err != nil {
+				sp.ErrorCode = groupErrorCode(err)
+			} else {
+				sp.ErrorCode = groupErrorCode(errs[i])
+			}
+		}
+		return resp
+	}
+}

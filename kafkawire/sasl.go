@@ -1,0 +1,211 @@
+package kafkawire
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/korvet/korvet/engine/auth"
+)
+
+// SASL mechanisms korvet offers.
+const (
+	MechPlain       = "PLAIN"
+	MechScramSHA256 = "SCRAM-SHA-256"
+	MechScramSHA512 = "SCRAM-SHA-512"
+)
+
+const (
+	apiSaslHandshake    = 17
+	apiSaslAuthenticate = 36
+
+	// preAuthMaxBytes bounds frames before authentication, as Kafka's
+	// sasl.server.max.receive.size does: an unknown client cannot make
+	// korvet allocate much.
+	preAuthMaxBytes = 512 << 10
+
+	// authFailDelay holds back the answer to a failed authentication
+	// (Kafka's connection.failed.authentication.delay.ms), which slows
+	// password guessing; the connection is closed after it.
+	authFailDelay = 100 * time.Millisecond
+)
+
+// ValidMechanism reports whether korvet offers the SASL mechanism name.
+func ValidMechanism(name string) bool {
+	return name == MechPlain || name == MechScramSHA256 || name == MechScramSHA512
+}
+
+// saslState is a connection's progress through SASL. Only the read
+// goroutine touches it: SASL requests do their work in the in-order part
+// of their handler, so the next frame is read knowing the outcome.
+type saslState struct {
+	mech  string      // chosen by SaslHandshake
+	raw   bool        // handshake v0: tokens come as bare frames
+	scram *auth.Scram // for SCRAM mechanisms
+	done  bool        // authenticated
+}
+
+// needsAuth: on a SASL listener, nothing but ApiVersions and SASL is
+// served before authentication.
+func (c *conn) needsAuth() bool { return len(c.l.mechs) > 0 && !c.sasl.done }
+
+// admit says whether a request may be served now. Kafka closes a
+// connection that sends anything else before authenticating; so does
+// korvet.
+func (c *conn) admit(key int16) bool {
+	return !c.needsAuth() || key == apiVersionsKey || key == apiSaslHandshake || key == apiSaslAuthenticate
+}
+
+// frameLimits bounds the size of the next frame.
+func (c *conn) frameLimits() (lo, hi int32) {
+	hi = c.s.opts.MaxRequestBytes
+	if !c.needsAuth() {
+		return 8, hi
+	}
+	hi = min(hi, preAuthMaxBytes)
+	if c.sasl.raw {
+		return 1, hi // a bare token has no request header
+	}
+	return 8, hi
+}
+
+// offers says whether ApiVersions lists key on this connection: SASL only
+// where it is used, ACL APIs only when ACLs are on, SCRAM user APIs only
+// with a user store.
+func (c *conn) offers(key int16) bool {
+	switch key {
+	case apiSaslHandshake, apiSaslAuthenticate:
+		return len(c.l.mechs) > 0
+	case 29, 30, 31: // DescribeAcls, CreateAcls, DeleteAcls
+		return c.s.opts.ACLs
+	case 50, 51: // DescribeUserScramCredentials, AlterUserScramCredentials
+		return c.s.opts.Auth != nil
+	}
+	return true
+}
+
+func handleSaslHandshake(_ context.Context, c *conn, kreq kmsg.Request) func() kmsg.Response {
+	req := kreq.(*kmsg.SASLHandshakeRequest)
+	resp := req.ResponseKind().(*kmsg.SASLHandshakeResponse)
+	resp.SupportedMechanisms = c.l.mechs
+	switch {
+	case c.sasl.done || c.sasl.mech != "":
+		// No re-authentication: korvet gives sessions no lifetime.
+		resp.ErrorCode = kerr.IllegalSaslState.Code
+		c.hangup = true
+	case !slices.Contains(c.l.mechs, req.Mechanism):
+		resp.ErrorCode = kerr.UnsupportedSaslMechanism.Code
+		c.s.log.Info("SASL mechanism not offered", "remote", c.nc.RemoteAddr(), "mechanism", req.Mechanism, "offered", c.l.mechs)
+	default:
+		c.sasl.mech = req.Mechanism
+		c.sasl.raw = req.Version == 0
+		if m, ok := auth.ParseMechanism(req.Mechanism); ok {
+			c.sasl.scram = c.s.opts.Auth.NewScram(m)
+		}
+	}
+	return func() kmsg.Response { return resp }
+}
+
+func handleSaslAuthenticate(ctx context.Context, c *conn, kreq kmsg.Request) func() kmsg.Response {
+	req := kreq.(*kmsg.SASLAuthenticateRequest)
+	resp := req.ResponseKind().(*kmsg.SASLAuthenticateResponse)
+	if c.sasl.mech == "" || c.sasl.raw || c.sasl.done {
+		resp.ErrorCode = kerr.IllegalSaslState.Code
+		resp.ErrorMessage = kmsg.StringPtr("SaslAuthenticate is only valid once, after a SaslHandshake v1")
+		c.hangup = true
+		return func() kmsg.Response { return resp }
+	}
+	out, _, err := c.saslStep(ctx, req.SASLAuthBytes)
+	switch {
+	case errors.Is(err, auth.ErrAuthFailed):
+		resp.ErrorCode = kerr.SaslAuthenticationFailed.Code
+		resp.ErrorMessage = kmsg.StringPtr("Authentication failed: invalid credentials with SASL mechanism " + c.sasl.mech)
+		c.hangup = true
+		return func() kmsg.Response {
+			sleepCtx(ctx, authFailDelay)
+			return resp
+		}
+	case err != nil:
+		// The user store did not answer: close without an answer, so
+		// that the client retries rather than giving up on bad
+		// credentials.
+		c.hangup = true
+		return func() kmsg.Response { return nil }
+	}
+	resp.SASLAuthBytes = out
+	return func() kmsg.Response { return resp }
+}
+
+// rawSaslToken answers a token sent bare after a v0 SaslHandshake, with a
+// bare token. It returns false when the connection must close: v0 has no
+// way to say why authentication failed.
+func (c *conn) rawSaslToken(ctx context.Context, token []byte, sl *slot) bool {
+	out, done, err := c.saslStep(ctx, token)
+	if err != nil {
+		if errors.Is(err, auth.ErrAuthFailed) {
+			sleepCtx(ctx, authFailDelay)
+		}
+		return false
+	}
+	if done {
+		c.sasl.raw = false
+	}
+	sl.frame = binary.BigEndian.AppendUint32(make([]byte, 0, 4+len(out)), uint32(len(out)))
+	sl.frame = append(sl.frame, out...)
+	close(sl.done)
+	c.out <- sl
+	return true
+}
+
+// saslStep feeds the client's token to the chosen mechanism and returns
+// the server's. On the last step the connection becomes the user's.
+func (c *conn) saslStep(ctx context.Context, token []byte) (out []byte, done bool, err error) {
+	var user string
+	if c.sasl.scram != nil {
+		out, done, err = c.sasl.scram.Step(ctx, token)
+		user = c.sasl.scram.User()
+	} else {
+		user, err = c.checkPlain(ctx, token)
+		out, done = []byte{}, err == nil
+	}
+	if err != nil {
+		c.s.log.Warn("SASL authentication failed", "remote", c.nc.RemoteAddr(), "mechanism", c.sasl.mech, "user", user, "err", err)
+		return nil, false, err
+	}
+	if done {
+		c.sasl.done = true
+		c.setPrincipal("User:" + user)
+		c.s.log.Debug("SASL authenticated", "remote", c.nc.RemoteAddr(), "mechanism", c.sasl.mech, "principal", c.principal)
+	}
+	return out, done, nil
+}
+
+// checkPlain verifies a PLAIN token (RFC 4616: authzid NUL user NUL
+// password) and returns the user.
+func (c *conn) checkPlain(ctx context.Context, token []byte) (string, error) {
+	parts := bytes.Split(token, []byte{0})
+	if len(parts) != 3 || len(parts[1]) == 0 || len(parts[2]) == 0 {
+		return "", fmt.Errorf("%w: malformed PLAIN message", auth.ErrAuthFailed)
+	}
+	user := string(parts[1])
+	if len(parts[0]) > 0 && string(parts[0]) != user {
+		return user, fmt.Errorf("%w: authorization id %q differs from user %q", auth.ErrAuthFailed, parts[0], user)
+	}
+	return user, c.s.opts.Auth.CheckPassword(ctx, user, string(parts[2]))
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}

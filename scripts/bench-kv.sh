@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# KV view benchmarks (not a test): korvet's key index and HTTP reads, each
+# figure printed next to its reference, measured in the same run on one
+# redis-server (AOF everysec) and korvet on free 127.0.0.1 ports:
+#   a) index size: 1M keys k-%07d over 2 partitions, every file of the
+#      index directory after korvet stops (and after an offline rebuild);
+#      reference rpkv 14.16 B/key, target <= 14;
+#   b) rebuild: `korvet index rebuild` of 1M keys with 256 B values;
+#      reference rpkv ~996k keys/s (6-core laptop), target >= 1M keys/s;
+#   c) reads: 5000 random sequential GETs among 100k keys with 256 B
+#      values, p50/p99 (rpkv 11.07/16.85 ms; targets 0.5/2 ms), next to
+#      the floor, a plain Redis GET of a materialized copy of the values,
+#      and throughput with 16 concurrent clients, korvet and floor.
+#
+#   scripts/bench-kv.sh
+#
+# Environment: SIZE_KEYS (1000000), REBUILD_KEYS (1000000), READ_KEYS
+# (100000), READS (5000), CLIENTS (16), KORVET_BIN (skip the build).
+set -euo pipefail
+
+# shellcheck source=scripts/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+SIZE_KEYS=${SIZE_KEYS:-1000000}
+REBUILD_KEYS=${REBUILD_KEYS:-1000000}
+READ_KEYS=${READ_KEYS:-100000}
+READS=${READS:-5000}
+CLIENTS=${CLIENTS:-16}
+
+need_cmd redis-server redis-server
+
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/korvet-bench-kv.XXXXXX")
+REDIS_PID=""
+KORVET_PID=""
+cleanup() {
+	local rc=$?
+	stop_pid "$KORVET_PID" 15
+	stop_pid "$REDIS_PID" 15
+	if [[ $rc -ne 0 ]]; then
+		echo "--- tail of korvet.log ---" >&2
+		tail -n 30 "$TMP"/k*/korvet.log >&2 2>/dev/null || true
+	fi
+	rm -rf "$TMP"
+	exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+started=$SECONDS
+echo "building korvet and benchkv"
+BIN=${KORVET_BIN:-$TMP/bin/korvet}
+[[ -n ${KORVET_BIN:-} ]] || build_korvet "$BIN"
+(cd "$REPO" && go build -o "$TMP/benchkv" ./scripts/benchkv) || die "go build ./scripts/benchkv failed"
+
+start_redis "$TMP/redis"
+REDIS_URL="redis://127.0.0.1:$REDIS_PORT/0"
+echo "redis-server $(redis-server --version | sed 's/.*v=\([^ ]*\).*/\1/') on 127.0.0.1:$REDIS_PORT (AOF everysec); $(nproc) CPUs shared by redis-server, korvet and the client"
+
+# result FILE KEY: the value of KEY in FILE's RESULT line.
+result() { sed -n "s/^RESULT .*\b$2=\([^ ]*\).*/\1/p" "$1" | tail -n 1; }
+dir_bytes() { find "$1" -type f -printf '%s\n' | awk '{ s += $1 } END { print s + 0 }'; }
+# phase NAME: a fresh korvet (its own data_dir) on an emptied Redis.
+phase() {
+	stop_pid "$KORVET_PID" 15
+	KORVET_PID=""
+	"$TMP/benchkv" -mode flush -redis "$REDIS_URL"
+	start_korvet "$BIN" "$TMP/$1" "$REDIS_PORT"
+}
+
+# --- a) index size
+echo
+echo "== a) index size: $SIZE_KEYS keys k-%07d over 2 partitions (16 B values), indexed live as produced"
+phase ksize
+"$TMP/benchkv" -mode produce -brokers "127.0.0.1:$KAFKA_PORT" -topic kv-size -partitions 2 -keys "$SIZE_KEYS" -size 16 | tee "$TMP/size.txt"
+stop_pid "$KORVET_PID" 15
+KORVET_PID=""
+size_live=$(dir_bytes "$TMP/ksize/data/index")
+ls -l "$TMP/ksize/data/index"
+"$BIN" index rebuild --config "$TMP/ksize/korvet.toml" >"$TMP/size-rebuild.txt" 2>&1 || { cat "$TMP/size-rebuild.txt"; die "index rebuild failed"; }
+size_rebuilt=$(dir_bytes "$TMP/ksize/data/index")
+echo "index after korvet stopped: $size_live bytes; after korvet index rebuild: $size_rebuilt bytes"
+
+# --- b) rebuild
+echo
+echo "== b) rebuild: $REBUILD_KEYS keys with 256 B values over 2 partitions"
+phase krebuild
+"$TMP/benchkv" -mode produce -brokers "127.0.0.1:$KAFKA_PORT" -topic kv-rebuild -partitions 2 -keys "$REBUILD_KEYS" -size 256 | tee "$TMP/rebuild-produce.txt"
+stop_pid "$KORVET_PID" 15
+KORVET_PID=""
+"$BIN" index rebuild --config "$TMP/krebuild/korvet.toml" 2>&1 | tee "$TMP/rebuild.txt"
+rebuild_rate=$(sed -n 's/^rebuilt .*(\([0-9]*\) records\/s).*/\1/p' "$TMP/rebuild.txt")
+[[ -n $rebuild_rate ]] || die "could not read the rebuild rate"
+
+# --- c) reads
+echo
+echo "== c) reads: $READ_KEYS keys with 256 B values, $READS random sequential GETs, $CLIENTS clients for throughput"
+phase kread
+"$TMP/benchkv" -mode produce -brokers "127.0.0.1:$KAFKA_PORT" -topic kv-read -partitions 2 -keys "$READ_KEYS" -size 256 | tee "$TMP/read-produce.txt"
+"$TMP/benchkv" -mode read -http "http://127.0.0.1:$HTTP_PORT" -redis "$REDIS_URL" -topic kv-read -keys "$READ_KEYS" -size 256 \
+	-reads "$READS" -concurrency "$CLIENTS" | tee "$TMP/read.txt"
+
+if grep -hE 'level=(ERROR|WARN)' "$TMP"/k*/korvet.log >"$TMP/warn.txt"; then
+	echo
+	echo "korvet logged warnings or errors during the run:"
+	head -n 20 "$TMP/warn.txt"
+fi
+
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
+perkey() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
+p50=$(result "$TMP/read.txt" p50_ms)
+p99=$(result "$TMP/read.txt" p99_ms)
+fp50=$(result "$TMP/read.txt" floor_p50_ms)
+fp99=$(result "$TMP/read.txt" floor_p99_ms)
+rps=$(result "$TMP/read.txt" rps)
+frps=$(result "$TMP/read.txt" floor_rps)
+[[ -n $p50 && -n $rps && -n $fp50 ]] || die "missing read results"
+
+echo
+echo "== results ($(nproc) CPUs; rpkv's figures are from its author's 6-core laptop with Redpanda in Docker)"
+printf '%-44s %22s %26s\n' "measure" "korvet" "reference"
+printf '%-44s %22s %26s\n' "index size, $SIZE_KEYS keys, after stop" "$(perkey "$size_live" "$SIZE_KEYS") B/key" "rpkv 14.16 B/key (<= 14)"
+printf '%-44s %22s %26s\n' "index size, $SIZE_KEYS keys, after index rebuild" "$(perkey "$size_rebuilt" "$SIZE_KEYS") B/key" "rpkv 14.16 B/key (<= 14)"
+printf '%-44s %22s %26s\n' "rebuild, $REBUILD_KEYS keys x 256 B" "$rebuild_rate keys/s" "rpkv ~996k keys/s (>= 1M)"
+printf '%-44s %22s %26s\n' "GET p50, $READ_KEYS keys x 256 B, sequential" "$p50 ms" "rpkv 11.07 ms (<= 0.5)"
+printf '%-44s %22s %26s\n' "GET p99" "$p99 ms" "rpkv 16.85 ms (<= 2)"
+printf '%-44s %22s %26s\n' "floor: Redis GET of a copy, p50 / p99" "$fp50 / $fp99 ms" "korvet/floor p50 $(ratio "$p50" "$fp50")x"
+printf '%-44s %22s %26s\n' "GET throughput, $CLIENTS clients" "$rps reads/s" "floor $frps ($(ratio "$rps" "$frps")x)"
+echo "(took $((SECONDS - started))s)"

@@ -1,0 +1,316 @@
+// Command benchkv drives the KV view benchmarks of scripts/bench-kv.sh
+// against a running korvet.
+//
+//	benchkv -mode produce -brokers 127.0.0.1:9092 -topic t -partitions 2 -keys 1000000 -size 256
+//	benchkv -mode read -http http://127.0.0.1:8080 -redis redis://127.0.0.1:6379/0 -topic t -keys 100000
+//	benchkv -mode flush -redis redis://127.0.0.1:6379/0
+//
+// produce creates a compacted topic and writes one record per key
+// (-keyfmt, default k-%07d) with -size byte values. read first waits for
+// the index to be ready, then measures -reads random sequential GETs of
+// /v1/kv/{topic}/{key} (p50, p99), the same reads against a plain Redis
+// GET of a materialized copy of the values (the floor), and throughput of
+// both with -concurrency clients for -duration. Each prints a last line
+// "RESULT key=value ..." for the script.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/korvet/korvet/resp"
+)
+
+type options struct {
+	mode        string
+	brokers     []string
+	httpURL     string
+	redisURL    string
+	topic       string
+	partitions  int
+	keys        int
+	size        int
+	keyfmt      string
+	reads       int
+	concurrency int
+	duration    time.Duration
+	timeout     time.Duration
+}
+
+func main() {
+	var o options
+	var brokers string
+	flag.StringVar(&o.mode, "mode", "read", "produce, read or flush")
+	flag.StringVar(&brokers, "brokers", "127.0.0.1:9092", "Kafka seed brokers (produce)")
+	flag.StringVar(&o.httpURL, "http", "http://127.0.0.1:8080", "korvet's HTTP address (read)")
+	flag.StringVar(&o.redisURL, "redis", "redis://127.0.0.1:6379/0", "the Redis korvet uses (read: the floor; flush)")
+	flag.StringVar(&o.topic, "topic", "kv", "topic")
+	flag.IntVar(&o.partitions, "partitions", 2, "partitions of the topic (produce)")
+	flag.IntVar(&o.keys, "keys", 100_000, "number of keys")
+	flag.IntVar(&o.size, "size", 256, "value size in bytes (produce; read: the floor's copies)")
+	flag.StringVar(&o.keyfmt, "keyfmt", "k-%07d", "key format, applied to 0..keys-1")
+	flag.IntVar(&o.reads, "reads", 5000, "random sequential reads for the latency figures")
+	flag.IntVar(&o.concurrency, "concurrency", 16, "clients for the throughput figures")
+	flag.DurationVar(&o.duration, "duration", 5*time.Second, "length of each throughput run")
+	flag.DurationVar(&o.timeout, "timeout", 10*time.Minute, "give up after this long")
+	flag.Parse()
+	o.brokers = strings.Split(brokers, ",")
+	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
+	defer cancel()
+	var err error
+	switch o.mode {
+	case "produce":
+		err = produce(ctx, o)
+	case "read":
+		err = read(ctx, o)
+	case "flush":
+		err = flush(ctx, o)
+	default:
+		err = fmt.Errorf("unknown mode %q", o.mode)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "benchkv: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func value(size, i int) []byte {
+	v := make([]byte, size)
+	for j := range v {
+		v[j] = byte('a' + (i+j)%26)
+	}
+	return v
+}
+
+func produce(ctx context.Context, o options) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(o.brokers...), kgo.DefaultProduceTopic(o.topic),
+		kgo.ProducerLinger(time.Millisecond), kgo.ProducerBatchMaxBytes(1<<20), kgo.MaxBufferedRecords(50_000),
+		kgo.ProducerBatchCompression(kgo.NoCompression()))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	res, err := adm.CreateTopics(ctx, int32(o.partitions), 1, map[string]*string{"cleanup.policy": ptr("compact")}, o.topic)
+	if err != nil {
+		return err
+	}
+	if err := res[o.topic].Err; err != nil {
+		return fmt.Errorf("create %s: %w", o.topic, err)
+	}
+	start := time.Now()
+	var wg sync.WaitGroup
+	var failed atomic.Pointer[error]
+	for i := range o.keys {
+		wg.Add(1)
+		cl.Produce(ctx, &kgo.Record{Key: fmt.Appendf(nil, o.keyfmt, i), Value: value(o.size, i)}, func(_ *kgo.Record, err error) {
+			if err != nil {
+				failed.CompareAndSwap(nil, &err)
+			}
+			wg.Done()
+		})
+	}
+	wg.Wait()
+	if e := failed.Load(); e != nil {
+		return *e
+	}
+	el := time.Since(start)
+	fmt.Printf("produced %d keys of %d B to %s in %.1fs\n", o.keys, o.size, o.topic, el.Seconds())
+	fmt.Printf("RESULT keys=%d rps=%.0f\n", o.keys, float64(o.keys)/el.Seconds())
+	return nil
+}
+
+func ptr(s string) *string { return &s }
+
+func flush(ctx context.Context, o options) error {
+	rc, err := resp.New(o.redisURL, resp.Options{})
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	_, err = rc.Do(ctx, "FLUSHALL")
+	return err
+}
+
+// pct returns the q-quantile of sorted durations, in ms.
+func pct(d []time.Duration, q float64) float64 {
+	i := min(int(q*float64(len(d))), len(d)-1)
+	return float64(d[i].Microseconds()) / 1000
+}
+
+func read(ctx context.Context, o options) error {
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: o.concurrency + 1}, Timeout: 10 * time.Second}
+	if err := waitReady(ctx, hc, o); err != nil {
+		return err
+	}
+	keys := make([]string, o.keys)
+	for i := range keys {
+		keys[i] = fmt.Sprintf(o.keyfmt, i)
+	}
+	rng := rand.New(rand.NewPCG(42, 7))
+	order := make([]int, o.reads)
+	for i := range order {
+		order[i] = rng.IntN(o.keys)
+	}
+	get := func(i int) error {
+		res, err := hc.Get(o.httpURL + "/v1/kv/" + o.topic + "/" + keys[i])
+		if err != nil {
+			return err
+		}
+		n, err := io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		if err != nil {
+			return err
+		}
+		if res.StatusCode != 200 || int(n) != o.size {
+			return fmt.Errorf("GET %s: %d, %d bytes", keys[i], res.StatusCode, n)
+		}
+		return nil
+	}
+	// Warm the connection and the caches a little, as a client would be.
+	for i := range 200 {
+		if err := get(order[i%len(order)]); err != nil {
+			return err
+		}
+	}
+	lat := make([]time.Duration, 0, o.reads)
+	for _, i := range order {
+		t0 := time.Now()
+		if err := get(i); err != nil {
+			return err
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	slices.Sort(lat)
+	kp50, kp99 := pct(lat, 0.50), pct(lat, 0.99)
+	fmt.Printf("korvet GET /v1/kv: %d random sequential reads of %d keys: p50 %.3f ms, p99 %.3f ms\n", o.reads, o.keys, kp50, kp99)
+	kRate, err := throughput(ctx, o, func(rng *rand.Rand) error { return get(rng.IntN(o.keys)) })
+	if err != nil {
+		return err
+	}
+	fmt.Printf("korvet GET /v1/kv with %d clients: %.0f reads/s\n", o.concurrency, kRate)
+
+	// The floor: the same values materialized as plain Redis strings, read
+	// with GET over one connection from a pool (what a cache would do).
+	rc, err := resp.New(o.redisURL, resp.Options{PoolSize: o.concurrency + 1})
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	var pl resp.Pipeline
+	for i, k := range keys {
+		pl.Cmd("SET", "benchkv:floor:"+k, value(o.size, i))
+		if pl.Len() == 1000 || i == len(keys)-1 {
+			rs, err := rc.Exec(ctx, &pl)
+			if err != nil {
+				return err
+			}
+			rs.Release()
+			pl.Reset()
+		}
+	}
+	rget := func(i int) error {
+		r, err := rc.Do(ctx, "GET", "benchkv:floor:"+keys[i])
+		if err != nil {
+			return err
+		}
+		if len(r.Bytes()) != o.size {
+			return errors.New("floor: wrong value size")
+		}
+		return nil
+	}
+	lat = lat[:0]
+	for _, i := range order {
+		t0 := time.Now()
+		if err := rget(i); err != nil {
+			return err
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	slices.Sort(lat)
+	fp50, fp99 := pct(lat, 0.50), pct(lat, 0.99)
+	fmt.Printf("floor: Redis GET of a copy: p50 %.3f ms, p99 %.3f ms\n", fp50, fp99)
+	fRate, err := throughput(ctx, o, func(rng *rand.Rand) error { return rget(rng.IntN(o.keys)) })
+	if err != nil {
+		return err
+	}
+	fmt.Printf("floor: Redis GET with %d clients: %.0f reads/s\n", o.concurrency, fRate)
+	// Leave Redis as it was.
+	for i, k := range keys {
+		pl.Cmd("UNLINK", "benchkv:floor:"+k)
+		if pl.Len() == 1000 || i == len(keys)-1 {
+			if rs, err := rc.Exec(ctx, &pl); err == nil {
+				rs.Release()
+			}
+			pl.Reset()
+		}
+	}
+	fmt.Printf("RESULT p50_ms=%.3f p99_ms=%.3f floor_p50_ms=%.3f floor_p99_ms=%.3f rps=%.0f floor_rps=%.0f\n", kp50, kp99, fp50, fp99, kRate, fRate)
+	return nil
+}
+
+// throughput runs fn from o.concurrency goroutines for o.duration.
+func throughput(ctx context.Context, o options, fn func(*rand.Rand) error) (float64, error) {
+	ctx, cancel := context.WithTimeout(ctx, o.duration)
+	defer cancel()
+	var n atomic.Int64
+	var wg sync.WaitGroup
+	var failed atomic.Pointer[error]
+	start := time.Now()
+	for w := range o.concurrency {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(w), 99))
+			for ctx.Err() == nil {
+				if err := fn(rng); err != nil {
+					if ctx.Err() == nil {
+						failed.CompareAndSwap(nil, &err)
+					}
+					return
+				}
+				n.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	if e := failed.Load(); e != nil {
+		return 0, *e
+	}
+	return float64(n.Load()) / time.Since(start).Seconds(), nil
+}
+
+// waitReady polls the topic's index figures until it has caught up.
+func waitReady(ctx context.Context, hc *http.Client, o options) error {
+	for {
+		res, err := hc.Get(o.httpURL + "/v1/kv/" + o.topic)
+		if err == nil {
+			var st struct{ Ready bool }
+			err = json.NewDecoder(res.Body).Decode(&st)
+			res.Body.Close()
+			if res.StatusCode == 200 && err == nil && st.Ready {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("index of %s not ready: %v", o.topic, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}

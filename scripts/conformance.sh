@@ -1,0 +1,175 @@
+#!/usr/bin/env bash
+# Runs franz-go's own kgo integration tests against a korvet it starts:
+# builds korvet from this checkout, starts redis-server and korvet on free
+# 127.0.0.1 ports in a temp dir, copies franz-go (the version in go.mod)
+# out of the module cache and runs `go test` in its pkg/kgo with KGO_SEEDS
+# pointing at korvet. Prints a PASS/FAIL/SKIP line per test and exits
+# non-zero if any selected test fails (or go test itself does).
+#
+#   scripts/conformance.sh [RUN_REGEX]
+#
+# RUN_REGEX is go test's -run pattern; the default selects the group and
+# consumer tests korvet passes. `SKIP_RUN=TestTxn scripts/conformance.sh .`
+# runs all the others. Known failures outside the default: TestTxnEtl
+# (korvet refuses transactional ids), TestPooling and
+# TestConsumeMaxDecompressBatchBytes (fetches re-encode batches
+# uncompressed, so clients never decompress), TestConsumeRegex (no
+# internal __consumer_offsets topic in Metadata). Environment:
+#   SKIP_RUN          go test -skip pattern, e.g. 'TestTxn' (their consumers
+#                     wait for records that never come, until the timeout)
+#   KGO_TEST_RECORDS  records per ETL test (default 20000)
+#   TEST_TIMEOUT      go test -timeout (default 900s)
+#   KORVET_BIN        use this korvet binary instead of building one
+#   KEEP_TMP=1        keep the temp dir (korvet.log, test.log)
+set -euo pipefail
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+
+DEFAULT_RUN='^(TestGroupETL|TestGroupSimple|TestUnknownGroupOffsetFetchPinned|TestIssue325|TestConsumeTopicRetrieval|TestConsumeTopicRetrieval_Many|TestIssue337|TestDirectPartitionPurge|TestIssue434|TestAddRemovePartitions|TestPauseIssue489|TestPauseIssueOct2023|TestIssue523|TestIssue648|TestIssue810|TestIssue865|TestHookPollStart|TestPollWaitStateNoUnderflow|TestLookbackMilli|TestIssueFetchLargerThanBrokerMaxReadBytes|TestPing|TestIssue1034)$'
+RUN=${1:-$DEFAULT_RUN}
+
+# The helpers live here rather than in a shared file so that this script
+# does not move when the others do.
+log() { printf '%s\n' "$*" >&2; }
+die() {
+	printf 'error: %s\n' "$*" >&2
+	exit 1
+}
+port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+_ports_given=" "
+# free_port VAR: sets VAR to a TCP port on 127.0.0.1 that nothing uses.
+free_port() {
+	local p i
+	for ((i = 0; i < 500; i++)); do
+		p=$((20000 + RANDOM % 12000))
+		[[ $_ports_given == *" $p "* ]] && continue
+		port_in_use "$p" && continue
+		_ports_given+="$p "
+		printf -v "$1" '%s' "$p"
+		return 0
+	done
+	die "no free TCP port found"
+}
+# wait_port PORT SECONDS PID: waits for 127.0.0.1:PORT; fails if PID exits.
+wait_port() {
+	local i
+	for ((i = 0; i < $2 * 20; i++)); do
+		port_in_use "$1" && return 0
+		kill -0 "$3" 2>/dev/null || return 1
+		sleep 0.05
+	done
+	return 1
+}
+# stop_pid PID SECONDS: SIGTERM, then SIGKILL after SECONDS. Only for
+# processes this script started.
+stop_pid() {
+	local pid=$1 i
+	[[ -n $pid ]] || return 0
+	kill -TERM "$pid" 2>/dev/null || true
+	for ((i = 0; i < $2 * 20; i++)); do
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.05
+	done
+	kill -KILL "$pid" 2>/dev/null || true
+	wait "$pid" 2>/dev/null || true
+}
+
+command -v go >/dev/null 2>&1 || die "go is not on PATH"
+command -v redis-server >/dev/null 2>&1 || die "redis-server is missing (apt-get install redis-server)"
+
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/korvet-conformance.XXXXXX")
+REDIS_PID=""
+KORVET_PID=""
+cleanup() {
+	local rc=$?
+	stop_pid "$KORVET_PID" 15
+	stop_pid "$REDIS_PID" 10
+	if [[ $rc -ne 0 && -f $TMP/korvet.log ]]; then
+		echo "--- tail of korvet.log ---" >&2
+		tail -n 30 "$TMP/korvet.log" >&2 || true
+	fi
+	if [[ ${KEEP_TMP:-} == 1 ]]; then
+		echo "kept $TMP" >&2
+	else
+		chmod -R u+w "$TMP" 2>/dev/null || true
+		rm -rf "$TMP"
+	fi
+	exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+BIN=${KORVET_BIN:-}
+if [[ -z $BIN ]]; then
+	log "building korvet"
+	BIN=$TMP/korvet
+	(cd "$REPO" && go build -o "$BIN" .) || die "go build failed"
+fi
+
+# franz-go at the version korvet itself uses.
+FRANZ_VERSION=$(cd "$REPO" && go list -m -f '{{.Version}}' github.com/twmb/franz-go)
+log "fetching franz-go $FRANZ_VERSION"
+(cd "$REPO" && go mod download "github.com/twmb/franz-go@$FRANZ_VERSION") || die "go mod download failed"
+SRC="$(go env GOMODCACHE)/github.com/twmb/franz-go@$FRANZ_VERSION"
+[[ -d $SRC/pkg/kgo ]] || die "franz-go source not found at $SRC"
+cp -r "$SRC" "$TMP/franz"
+chmod -R u+w "$TMP/franz"
+
+free_port REDIS_PORT
+free_port KAFKA_PORT
+mkdir -p "$TMP/redis" "$TMP/data"
+redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save "" --appendonly no \
+	--dir "$TMP/redis" --logfile "$TMP/redis/redis.log" </dev/null &
+REDIS_PID=$!
+wait_port "$REDIS_PORT" 15 "$REDIS_PID" || die "redis-server did not start: $(tail -n 5 "$TMP/redis/redis.log")"
+
+cat >"$TMP/korvet.toml" <<EOF
+data_dir = "$TMP/data"
+log_level = "info"
+shutdown_grace = "5s"
+
+[kafka]
+listen = "127.0.0.1:$KAFKA_PORT"
+
+[http]
+listen = "127.0.0.1:0"
+
+[redis]
+url = "redis://127.0.0.1:$REDIS_PORT/0"
+EOF
+"$BIN" serve --config "$TMP/korvet.toml" </dev/null >"$TMP/korvet.log" 2>&1 &
+KORVET_PID=$!
+wait_port "$KAFKA_PORT" 20 "$KORVET_PID" || die "korvet did not start: $(tail -n 20 "$TMP/korvet.log")"
+log "redis-server on 127.0.0.1:$REDIS_PORT, korvet on 127.0.0.1:$KAFKA_PORT"
+log "running kgo tests matching $RUN"
+
+skip=()
+[[ -n ${SKIP_RUN:-} ]] && skip=(-skip "$SKIP_RUN")
+set +e
+(
+	cd "$TMP/franz/pkg/kgo" &&
+		KGO_SEEDS=127.0.0.1:$KAFKA_PORT KGO_TEST_RF=1 \
+			KGO_TEST_RECORDS=${KGO_TEST_RECORDS:-20000} KGO_LOG_LEVEL=none \
+			go test -count=1 -v -timeout "${TEST_TIMEOUT:-900s}" -run "$RUN" "${skip[@]}" .
+) >"$TMP/test.log" 2>&1
+rc=$?
+set -e
+
+# One line per test and subtest, in the order go test finished them.
+echo
+echo "=== kgo $FRANZ_VERSION tests against korvet ==="
+grep -E '^ *--- (PASS|FAIL|SKIP): ' "$TMP/test.log" |
+	sed -E 's/^( *)--- (PASS|FAIL|SKIP): ([^ ]+) \(([^)]*)\).*/\2 \1\3 (\4)/' || true
+pass=$(grep -cE '^--- PASS: ' "$TMP/test.log" || true)
+fail=$(grep -cE '^--- FAIL: ' "$TMP/test.log" || true)
+skip=$(grep -cE '^--- SKIP: ' "$TMP/test.log" || true)
+echo "top-level tests: $pass passed, $fail failed, $skip skipped (go test exit $rc)"
+
+if [[ $fail -gt 0 || $rc -ne 0 ]]; then
+	echo
+	echo "--- failure output ---"
+	grep -E -B1 -A3 '^\s+[A-Za-z_0-9]+_test\.go:[0-9]+:|^panic:|^FAIL|test timed out' "$TMP/test.log" | head -n 200 || true
+	exit 1
+fi
+echo "all selected kgo tests passed"

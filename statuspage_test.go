@@ -1,0 +1,320 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// TestStatusPage runs the real binary with topics, records, a committed
+// group and live traffic, checks the JSON API and /metrics, then loads
+// the page in headless Chromium: the DOM must show them, and screenshots
+// (desktop and phone) are kept as artifacts in $KORVET_ARTIFACTS (or a
+// temp dir, logged).
+func TestStatusPage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary and a browser")
+	}
+	p := startKorvet(t, "")
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(p.kafkaAddr), kgo.AllowAutoTopicCreation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	if _, err := adm.CreateTopic(ctx, 3, 1, map[string]*string{"retention.ms": ptr("259200000")}, "orders"); err != nil {
+		t.Fatalf("create topic: %v", err)
+	}
+	var recs []*kgo.Record
+	for i := range 300 {
+		recs = append(recs, &kgo.Record{Topic: "orders", Key: fmt.Appendf(nil, "order-%d", i), Value: fmt.Appendf(nil, `{"n":%d}`, i)})
+	}
+	for i := range 40 {
+		recs = append(recs, &kgo.Record{Topic: "users", Key: fmt.Appendf(nil, "user-%d", i), Value: []byte(`{"plan":"pro"}`)})
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatalf("produce: %v", err)
+	}
+
+	// A group that committed and went away: its lag is what the page is for.
+	offsets := kadm.Offsets{}
+	for part, at := range []int64{50, 60, 10} {
+		offsets.Add(kadm.Offset{Topic: "orders", Partition: int32(part), At: at, LeaderEpoch: -1})
+	}
+	if resp, err := adm.CommitOffsets(ctx, "billing", offsets); err != nil || resp.Error() != nil {
+		t.Fatalf("commit offsets: %v %v", err, resp.Error())
+	}
+
+	// Live traffic while the page samples: a producer and a group member.
+	consumer, err := kgo.NewClient(kgo.SeedBrokers(p.kafkaAddr), kgo.ConsumerGroup("analytics"), kgo.ConsumeTopics("orders"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer consumer.Close()
+	traffic, stopTraffic := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer func() { stopTraffic(); wg.Wait() }()
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		for i := 0; traffic.Err() == nil; i++ {
+			cl.Produce(traffic, &kgo.Record{Topic: "orders", Value: fmt.Appendf(nil, `{"live":%d}`, i)}, nil)
+			time.Sleep(2 * time.Millisecond)
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		for traffic.Err() == nil {
+			consumer.PollFetches(traffic)
+		}
+	}()
+
+	hc := &http.Client{Timeout: 5 * time.Second}
+	getJSON := func(path string, into any) {
+		t.Helper()
+		code, body, err := httpGet(hc, p.httpBase+path)
+		if err != nil || code != http.StatusOK {
+			t.Fatalf("GET %s: %d %s %v", path, code, body, err)
+		}
+		if err := json.Unmarshal(body, into); err != nil {
+			t.Fatalf("GET %s: %v in %s", path, err, body)
+		}
+	}
+
+	// The analytics member joins after the initial rebalance delay.
+	var groups []struct {
+		Group   string `json:"group"`
+		State   string `json:"state"`
+		Members int    `json:"members"`
+		Lag     int64  `json:"lag"`
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		getJSON("/api/v1/groups", &groups)
+		if len(groups) == 2 && groups[0].Group == "analytics" && groups[0].State == "Stable" || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if len(groups) != 2 || groups[0].Group != "analytics" || groups[0].State != "Stable" || groups[0].Members != 1 ||
+		groups[1].Group != "billing" || groups[1].State != "Empty" || groups[1].Lag < 300-120 {
+		t.Errorf("groups = %+v; want analytics Stable with 1 member, billing Empty with lag >= 180", groups)
+	}
+
+	var st struct {
+		Broker struct {
+			Version          string `json:"version"`
+			ClientsConnected int64  `json:"clients_connected"`
+			ProducedRecords  int64  `json:"produced_records_total"`
+		} `json:"broker"`
+		Redis struct {
+			Reachable  bool `json:"reachable"`
+			AOFEnabled bool `json:"aof_enabled"`
+		} `json:"redis"`
+		Totals struct {
+			Topics, Partitions int
+			Records            int64
+		} `json:"totals"`
+		Warnings []string `json:"warnings"`
+	}
+	getJSON("/api/v1/status", &st)
+	if st.Broker.Version != testVersion || st.Broker.ClientsConnected < 2 || st.Broker.ProducedRecords < 340 ||
+		!st.Redis.Reachable || !st.Redis.AOFEnabled || st.Totals.Topics != 2 || st.Totals.Partitions != 4 || st.Totals.Records < 340 || len(st.Warnings) != 0 {
+		t.Errorf("status = %+v", st)
+	}
+	var topics []struct {
+		Name       string `json:"name"`
+		Partitions []struct {
+			HighWatermark int64 `json:"high_watermark"`
+		} `json:"partitions"`
+		Configs map[string]struct{ Value, Source string } `json:"configs"`
+	}
+	getJSON("/api/v1/topics", &topics)
+	if len(topics) != 2 || topics[0].Name != "orders" || len(topics[0].Partitions) != 3 || topics[1].Name != "users" ||
+		topics[1].Partitions[0].HighWatermark != 40 || topics[0].Configs["retention.ms"].Value != "259200000" {
+		t.Errorf("topics = %+v", topics)
+	}
+
+	checkMetrics(t, hc, p.httpBase)
+
+	chromium := findChromium(t)
+	art := artifactDir(t)
+	dom := runChromium(t, chromium, "--dump-dom", p.httpBase+"/")
+	for _, want := range []string{`data-state="ready"`, `data-topic="orders"`, `data-topic="users"`, `data-group="billing"`, `data-group="analytics"`,
+		testVersion, "All good", "AOF on", "noeviction", "3 days"} {
+		if !strings.Contains(dom, want) {
+			t.Errorf("page DOM lacks %q", want)
+		}
+	}
+	if t.Failed() {
+		t.Logf("DOM:\n%s", dom)
+	}
+	for _, shot := range []struct{ name, size string }{
+		{"status-page.png", "1280,900"}, {"status-page-full.png", "1280,1500"}, {"status-page-phone.png", "390,844"},
+	} {
+		out := filepath.Join(art, shot.name)
+		runChromium(t, chromium, "--screenshot="+out, "--window-size="+shot.size, "--hide-scrollbars", p.httpBase+"/")
+		if fi, err := os.Stat(out); err != nil || fi.Size() < 10000 {
+			t.Errorf("screenshot %s: %v (size %d)", out, err, fi.Size())
+		}
+		t.Logf("screenshot: %s", out)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// checkMetrics parses /metrics with Prometheus's own text parser and
+// looks for the Kafka, engine, group and runtime series.
+func checkMetrics(t *testing.T, hc *http.Client, base string) {
+	t.Helper()
+	code, body, err := httpGet(hc, base+"/metrics")
+	if err != nil || code != http.StatusOK {
+		t.Fatalf("/metrics: %d %v", code, err)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(strings.NewReader(string(body)))
+	if err != nil {
+		t.Fatalf("/metrics does not parse: %v", err)
+	}
+	find := func(name string, labels ...string) *dto.Metric {
+		f := fams[name]
+		if f == nil {
+			return nil
+		}
+	next:
+		for _, m := range f.Metric {
+			for i := 0; i+1 < len(labels); i += 2 {
+				ok := false
+				for _, l := range m.Label {
+					ok = ok || l.GetName() == labels[i] && l.GetValue() == labels[i+1]
+				}
+				if !ok {
+					continue next
+				}
+			}
+			return m
+		}
+		return nil
+	}
+	checks := []struct {
+		what string
+		ok   func() bool
+	}{
+		{"Produce requests", func() bool {
+			m := find("korvet_kafka_requests_total", "api", "Produce")
+			return m != nil && m.GetCounter().GetValue() > 0
+		}},
+		{"Fetch latency", func() bool {
+			m := find("korvet_kafka_request_duration_seconds", "api", "Fetch")
+			return m != nil && m.GetHistogram().GetSampleCount() > 0
+		}},
+		{"bytes in", func() bool {
+			m := find("korvet_kafka_received_bytes_total", "api", "Produce")
+			return m != nil && m.GetCounter().GetValue() > 0
+		}},
+		{"bytes out", func() bool {
+			m := find("korvet_kafka_sent_bytes_total", "api", "Fetch")
+			return m != nil && m.GetCounter().GetValue() > 0
+		}},
+		{"users high watermark", func() bool {
+			m := find("korvet_partition_high_watermark", "topic", "users", "partition", "0")
+			return m != nil && m.GetGauge().GetValue() == 40
+		}},
+		{"log start", func() bool {
+			return find("korvet_partition_log_start_offset", "topic", "orders", "partition", "2") != nil
+		}},
+		{"billing lag", func() bool {
+			m := find("korvet_group_lag", "group", "billing", "topic", "orders", "partition", "2")
+			return m != nil && m.GetGauge().GetValue() > 0
+		}},
+		{"Redis up", func() bool { m := find("korvet_redis_up"); return m != nil && m.GetGauge().GetValue() == 1 }},
+		{"Redis round trip", func() bool {
+			m := find("korvet_redis_round_trip_seconds")
+			return m != nil && m.GetGauge().GetValue() > 0
+		}},
+		{"connections", func() bool { m := find("korvet_kafka_connections"); return m != nil && m.GetGauge().GetValue() >= 2 }},
+		{"build info", func() bool { return find("korvet_build_info", "version", testVersion) != nil }},
+		{"Go runtime", func() bool { return find("go_goroutines") != nil }},
+		{"process", func() bool { return find("process_resident_memory_bytes") != nil }},
+	}
+	for _, c := range checks {
+		if !c.ok() {
+			t.Errorf("/metrics: %s missing or wrong", c.what)
+		}
+	}
+}
+
+func findChromium(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	t.Skip("no chromium on PATH: apt-get install chromium (scripts/test.sh installs it)")
+	return ""
+}
+
+// artifactDir is $KORVET_ARTIFACTS when set (kept after the test), else
+// a temp dir.
+func artifactDir(t *testing.T) string {
+	t.Helper()
+	dir := os.Getenv("KORVET_ARTIFACTS")
+	if dir == "" {
+		return t.TempDir()
+	}
+	abs, err := filepath.Abs(dir)
+	if err == nil {
+		err = os.MkdirAll(abs, 0o755)
+	}
+	if err != nil {
+		t.Fatalf("KORVET_ARTIFACTS: %v", err)
+	}
+	return abs
+}
+
+// runChromium runs headless Chromium once and returns its stdout. The
+// virtual time budget lets the page's fetches and a few refreshes run
+// before the DOM is dumped or the screenshot taken.
+func runChromium(t *testing.T, bin string, args ...string) string {
+	t.Helper()
+	home := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, append([]string{"--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+		"--disable-background-networking", "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",
+		"--user-data-dir=" + filepath.Join(home, "profile"), "--virtual-time-budget=8000"}, args...)...)
+	cmd.Env = append(os.Environ(), "HOME="+home)
+	// Chromium forks helpers: its own process group lets the test end
+	// all of them, and only them.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	if cmd.Process != nil {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	}
+	if err != nil {
+		t.Fatalf("chromium %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+	}
+	return stdout.String()
+}

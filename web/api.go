@@ -1,0 +1,319 @@
+package web
+
+import (
+	"context"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"sort"
+	"time"
+
+	"github.com/korvet/korvet/engine"
+)
+
+// apiTimeout bounds the Redis work behind one API call, so that a Redis
+// that hangs turns into an error on the page rather than a hung tab.
+const apiTimeout = 3 * time.Second
+
+type statusJSON struct {
+	Time     time.Time      `json:"time"`
+	Broker   brokerJSON     `json:"broker"`
+	Redis    redisJSON      `json:"redis"`
+	Totals   totalsJSON     `json:"totals"`
+	Index    *IndexStatus   `json:"index"`             // null: korvet runs without a KV index
+	Tiering  *TieringStatus `json:"tiering,omitempty"` // absent: no cold tier
+	Warnings []string       `json:"warnings"`
+}
+
+type brokerJSON struct {
+	Version          string     `json:"version"`
+	Started          time.Time  `json:"started"`
+	UptimeSeconds    int64      `json:"uptime_seconds"`
+	ClusterID        string     `json:"cluster_id"`
+	Keyspace         string     `json:"keyspace"`
+	Listeners        []Listener `json:"listeners"`
+	ClientsConnected int64      `json:"clients_connected"`
+	Requests         int64      `json:"requests_total"`
+	BytesIn          int64      `json:"bytes_in_total"`
+	BytesOut         int64      `json:"bytes_out_total"`
+	ProducedRecords  int64      `json:"produced_records_total"`
+	FetchedRecords   int64      `json:"fetched_records_total"`
+}
+
+type redisJSON struct {
+	Reachable         bool    `json:"reachable"`
+	Error             string  `json:"error,omitempty"`
+	Version           string  `json:"version,omitempty"`
+	Mode              string  `json:"mode,omitempty"`
+	UptimeSeconds     int64   `json:"uptime_seconds"`
+	Clients           int64   `json:"clients"`
+	UsedMemory        int64   `json:"used_memory"`
+	UsedMemoryPeak    int64   `json:"used_memory_peak"`
+	MaxMemory         int64   `json:"maxmemory"`
+	MaxMemoryPolicy   string  `json:"maxmemory_policy,omitempty"`
+	AOFEnabled        bool    `json:"aof_enabled"`
+	AOFLastWriteOK    bool    `json:"aof_last_write_ok"`
+	RDBLastSave       int64   `json:"rdb_last_save_unix"`
+	RDBChangesPending int64   `json:"rdb_changes_since_save"`
+	RDBLastBgsaveOK   bool    `json:"rdb_last_bgsave_ok"`
+	RoundTripMillis   float64 `json:"round_trip_ms"`
+}
+
+type totalsJSON struct {
+	Topics     int   `json:"topics"`
+	Partitions int   `json:"partitions"`
+	Records    int64 `json:"records"`
+	Bytes      int64 `json:"bytes"`
+	// HighWatermarks adds up every partition's high watermark: its rate
+	// is the produce rate, acks=0 included.
+	HighWatermarks int64 `json:"high_watermarks"`
+}
+
+func (s *server) apiStatus(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), apiTimeout)
+	defer cancel()
+	writeJSON(w, http.StatusOK, s.status(ctx))
+}
+
+func (s *server) status(ctx context.Context) statusJSON {
+	now := time.Now()
+	st := statusJSON{Time: now, Warnings: []string{}}
+	var k KafkaStats
+	if s.opts.Kafka != nil {
+		k = s.opts.Kafka()
+	}
+	st.Broker = brokerJSON{
+		Version:          s.opts.Version,
+		Started:          s.opts.Started,
+		UptimeSeconds:    int64(now.Sub(s.opts.Started).Seconds()),
+		ClusterID:        s.eng.ClusterID(),
+		Keyspace:         s.eng.Keyspace(),
+		Listeners:        s.opts.Listeners,
+		ClientsConnected: k.Connections,
+		Requests:         k.Requests,
+		BytesIn:          k.BytesIn,
+		BytesOut:         k.BytesOut,
+		ProducedRecords:  k.ProducedRecords,
+		FetchedRecords:   k.FetchedRecords,
+	}
+	if st.Broker.Listeners == nil {
+		st.Broker.Listeners = []Listener{}
+	}
+
+	info, err := s.eng.RedisInfo(ctx)
+	if err != nil {
+		st.Redis.Error = err.Error()
+		st.Warnings = append(st.Warnings, "Redis does not answer: "+err.Error())
+	} else {
+		st.Redis = redisJSON{
+			Reachable:         true,
+			Version:           info.Version,
+			Mode:              info.Mode,
+			UptimeSeconds:     info.UptimeSeconds,
+			Clients:           info.Clients,
+			UsedMemory:        info.UsedMemory,
+			UsedMemoryPeak:    info.UsedMemoryPeak,
+			MaxMemory:         info.MaxMemory,
+			MaxMemoryPolicy:   info.MaxMemoryPolicy,
+			AOFEnabled:        info.AOFEnabled,
+			AOFLastWriteOK:    info.AOFLastWriteOK,
+			RDBLastSave:       info.RDBLastSaveUnix,
+			RDBChangesPending: info.RDBChangesSinceSave,
+			RDBLastBgsaveOK:   info.RDBLastBgsaveOK,
+			RoundTripMillis:   float64(info.RoundTrip.Microseconds()) / 1000,
+		}
+		st.Warnings = append(st.Warnings, redisWarnings(info)...)
+	}
+
+	for _, t := range s.eng.Topics() {
+		st.Totals.Topics++
+		for _, p := range t.Partitions() {
+			hw, start := p.HighWatermark(), p.LogStart()
+			st.Totals.Partitions++
+			st.Totals.Records += hw - start
+			st.Totals.Bytes += p.Bytes()
+			st.Totals.HighWatermarks += hw
+		}
+	}
+
+	if s.opts.Index != nil {
+		ix, err := s.opts.Index(ctx)
+		if err != nil {
+			ix.Error = err.Error()
+		}
+		if ix.Error != "" {
+			st.Warnings = append(st.Warnings, "KV index: "+ix.Error)
+		}
+		st.Index = &ix
+	}
+	if s.opts.Tiering != nil {
+		tt, err := s.opts.Tiering(ctx)
+		if err != nil {
+			tt.LastError, tt.LastErrorAt = err.Error(), now
+		}
+		if tt.LastError != "" && now.Sub(tt.LastErrorAt) < time.Hour {
+			st.Warnings = append(st.Warnings, "Tiering: "+tt.LastError)
+		}
+		st.Tiering = &tt
+	}
+	return st
+}
+
+// redisWarnings names the Redis settings that put korvet's data at risk.
+func redisWarnings(info engine.RedisInfo) []string {
+	var w []string
+	if !info.AOFEnabled {
+		w = append(w, "Redis runs with AOF off (appendonly no): records acknowledged since the last RDB snapshot are lost if Redis stops. Set appendonly yes in redis.conf.")
+	} else if !info.AOFLastWriteOK {
+		w = append(w, "Redis failed its last AOF write: check its disk.")
+	}
+	if p := info.MaxMemoryPolicy; p != "" && p != "noeviction" {
+		w = append(w, fmt.Sprintf("Redis maxmemory-policy is %s: when memory runs out Redis may evict korvet's streams. Use noeviction.", p))
+	}
+	if info.MaxMemory > 0 && info.UsedMemory > info.MaxMemory/10*9 {
+		w = append(w, fmt.Sprintf("Redis uses %d%% of its maxmemory.", info.UsedMemory*100/info.MaxMemory))
+	}
+	if !info.RDBLastBgsaveOK && info.Raw["rdb_last_bgsave_status"] != "" {
+		w = append(w, "Redis failed its last RDB snapshot: check its disk.")
+	}
+	return w
+}
+
+type topicJSON struct {
+	Name       string                `json:"name"`
+	ID         string                `json:"id"`
+	Records    int64                 `json:"records"`
+	Bytes      int64                 `json:"bytes"`
+	Partitions []partitionJSON       `json:"partitions"`
+	Configs    map[string]configJSON `json:"configs"`
+}
+
+type partitionJSON struct {
+	Partition     int32 `json:"partition"`
+	LogStart      int64 `json:"log_start"`
+	HighWatermark int64 `json:"high_watermark"`
+	Records       int64 `json:"records"` // offsets are dense: high watermark - log start
+	// Bytes is what was appended over the partition's life, in Redis's
+	// entry encoding; retention does not lower it.
+	Bytes int64 `json:"bytes"`
+}
+
+type configJSON struct {
+	Value  string `json:"value"`
+	Source string `json:"source"` // topic, broker (topic_defaults) or default
+}
+
+// shownConfigs are listed for every topic whatever their source; configs
+// set on the topic itself are listed too.
+var shownConfigs = []string{"cleanup.policy", "retention.ms", "retention.bytes", "max.message.bytes", "message.timestamp.type"}
+
+func (s *server) apiTopics(w http.ResponseWriter, r *http.Request) {
+	ts := s.eng.Topics()
+	out := make([]topicJSON, 0, len(ts))
+	for _, t := range ts {
+		out = append(out, topicView(t))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func topicView(t *engine.Topic) topicJSON {
+	id := t.ID()
+	tj := topicJSON{Name: t.Name(), ID: uuid(id), Configs: map[string]configJSON{}}
+	for _, p := range t.Partitions() {
+		hw, start := p.HighWatermark(), p.LogStart()
+		pj := partitionJSON{Partition: p.ID(), LogStart: start, HighWatermark: hw, Records: hw - start, Bytes: p.Bytes()}
+		tj.Records += pj.Records
+		tj.Bytes += pj.Bytes
+		tj.Partitions = append(tj.Partitions, pj)
+	}
+	names := append([]string{}, shownConfigs...)
+	for name := range t.Configs() {
+		names = append(names, name)
+	}
+	for _, name := range names {
+		v, src := t.Config(name)
+		tj.Configs[name] = configJSON{Value: v, Source: sourceName(src)}
+	}
+	return tj
+}
+
+func sourceName(s engine.ConfigSource) string {
+	switch s {
+	case engine.SourceTopic:
+		return "topic"
+	case engine.SourceStaticBroker:
+		return "broker"
+	default:
+		return "default"
+	}
+}
+
+// uuid formats a topic id the way Kafka tools print it.
+func uuid(id [16]byte) string {
+	h := hex.EncodeToString(id[:])
+	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}
+
+type groupJSON struct {
+	Group        string          `json:"group"`
+	State        string          `json:"state"`
+	ProtocolType string          `json:"protocol_type"`
+	Protocol     string          `json:"protocol"`
+	Generation   int32           `json:"generation"`
+	Members      int             `json:"members"`
+	Lag          int64           `json:"lag"`
+	Partitions   []groupPartJSON `json:"partitions"`
+	Error        string          `json:"error,omitempty"`
+}
+
+type groupPartJSON struct {
+	Topic         string `json:"topic"`
+	Partition     int32  `json:"partition"`
+	Committed     int64  `json:"committed"`
+	HighWatermark int64  `json:"high_watermark"`
+	Lag           int64  `json:"lag"`
+}
+
+func (s *server) apiGroups(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), apiTimeout)
+	defer cancel()
+	writeJSON(w, http.StatusOK, s.groupViews(ctx))
+}
+
+func (s *server) groupViews(ctx context.Context) []groupJSON {
+	list := s.groups.List()
+	out := make([]groupJSON, 0, len(list))
+	for _, g := range list {
+		gj := groupJSON{Group: g.Group, State: g.State.String(), ProtocolType: g.ProtocolType, Protocol: g.Protocol,
+			Generation: g.Generation, Members: g.Members, Partitions: []groupPartJSON{}}
+		lags, err := s.groups.Lag(ctx, g.Group)
+		if err != nil {
+			gj.Error = err.Error()
+		}
+		for _, l := range lags {
+			gj.Partitions = append(gj.Partitions, groupPartJSON{Topic: l.Topic, Partition: l.Partition, Committed: l.Committed, HighWatermark: l.HighWatermark, Lag: l.Lag})
+			gj.Lag += l.Lag
+		}
+		sort.Slice(gj.Partitions, func(i, j int) bool {
+			a, b := gj.Partitions[i], gj.Partitions[j]
+			return a.Topic < b.Topic || a.Topic == b.Topic && a.Partition < b.Partition
+		})
+		out = append(out, gj)
+	}
+	return out
+}
+
+// apiIndexRebuild starts a rebuild of the KV index; its progress shows
+// in the status (index.rebuilding, index.last_rebuild).
+func (s *server) apiIndexRebuild(w http.ResponseWriter, r *http.Request) {
+	if s.opts.RebuildIndex == nil {
+		writeError(w, http.StatusNotImplemented, "this korvet has no KV index to rebuild")
+		return
+	}
+	if err := s.opts.RebuildIndex(r.Context()); err != nil {
+		writeError(w, http.StatusConflict, err.Error())
+		return
+	}
+	s.log.Info("KV index rebuild requested", "remote", r.RemoteAddr)
+	writeJSON(w, http.StatusAccepted, map[string]string{"status": "rebuild started"})
+}

@@ -1,0 +1,373 @@
+// korvet status page: polls the JSON API, renders it, and keeps the
+// produce/consume rates of the last minutes for the charts. No framework,
+// no build step. Everything shown is built with textContent: group names
+// come from clients and must never be parsed as HTML.
+"use strict";
+
+(() => {
+  const REFRESH_MS = 2000;
+  const WINDOW_MS = 5 * 60 * 1000; // what the charts show
+  const $ = (id) => document.getElementById(id);
+
+  // h builds an element: h("td", {class: "num"}, "42", h("b", null, "x")).
+  function h(tag, attrs, ...kids) {
+    const el = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (v === undefined || v === null || v === false) continue;
+      if (k === "class") el.className = v;
+      else if (k.startsWith("data-")) el.setAttribute(k, v);
+      else el[k] = v;
+    }
+    for (const kid of kids.flat()) {
+      if (kid === undefined || kid === null || kid === false) continue;
+      el.append(kid instanceof Node ? kid : document.createTextNode(String(kid)));
+    }
+    return el;
+  }
+
+  const nf = new Intl.NumberFormat("en-US");
+  const fmtInt = (n) => nf.format(Math.round(n));
+
+  function fmtBytes(n) {
+    if (n < 1024) return fmtInt(n) + " B";
+    const units = ["KiB", "MiB", "GiB", "TiB", "PiB"];
+    let u = -1;
+    do { n /= 1024; u++; } while (n >= 1024 && u < units.length - 1);
+    return (n >= 100 ? n.toFixed(0) : n >= 10 ? n.toFixed(1) : n.toFixed(2)) + " " + units[u];
+  }
+
+  function fmtDuration(secs) {
+    secs = Math.max(0, Math.floor(secs));
+    const d = Math.floor(secs / 86400), hr = Math.floor(secs / 3600) % 24, m = Math.floor(secs / 60) % 60, s = secs % 60;
+    if (d > 0) return d + "d " + hr + "h";
+    if (hr > 0) return hr + "h " + m + "m";
+    if (m > 0) return m + "m " + s + "s";
+    return s + "s";
+  }
+
+  function fmtAgo(date) {
+    const secs = (Date.now() - date.getTime()) / 1000;
+    return secs < 5 ? "just now" : fmtDuration(secs) + " ago";
+  }
+
+  function fmtRetentionMs(v) {
+    const ms = Number(v);
+    if (!isFinite(ms) || ms < 0) return "forever";
+    const units = [[86400000, "day"], [3600000, "hour"], [60000, "minute"], [1000, "second"]];
+    for (const [size, name] of units) {
+      if (ms >= size && ms % size === 0) {
+        const n = ms / size;
+        return n + " " + name + (n === 1 ? "" : "s");
+      }
+    }
+    return fmtInt(ms) + " ms";
+  }
+
+  function fmtRate(perSec) {
+    if (perSec >= 10000) return (perSec / 1000).toFixed(perSec >= 100000 ? 0 : 1) + "k";
+    return perSec >= 10 ? fmtInt(perSec) : perSec.toFixed(1);
+  }
+
+  function pill(text, kind) {
+    return h("span", { class: "pill " + (kind || "") }, text);
+  }
+
+  // kv fills a <dl> with [label, value] rows; a value may be a Node.
+  function kv(dl, rows) {
+    dl.replaceChildren(...rows.filter(Boolean).flatMap(([k, v]) => [h("dt", null, k), h("dd", null, v)]));
+  }
+
+  // --- rates --------------------------------------------------------------
+
+  const series = { produce: [], consume: [] };
+  let last = null; // previous status sample
+
+  // sample turns two status snapshots into records/s: produce from the sum
+  // of high watermarks (every append counts, acks=0 too), consume from
+  // the records korvet sent in fetch responses.
+  function sample(st) {
+    const now = { t: Date.parse(st.time), hw: st.totals.high_watermarks, fetched: st.broker.fetched_records_total, started: st.broker.started };
+    if (last && now.started === last.started && now.t > last.t) {
+      const dt = (now.t - last.t) / 1000;
+      push(series.produce, { t: now.t, v: Math.max(0, now.hw - last.hw) / dt });
+      push(series.consume, { t: now.t, v: Math.max(0, now.fetched - last.fetched) / dt });
+    }
+    last = now;
+  }
+
+  function push(arr, p) {
+    arr.push(p);
+    while (arr.length > 2 && arr[0].t < p.t - WINDOW_MS) arr.shift();
+  }
+
+  function cssVar(name) {
+    return getComputedStyle(document.documentElement).getPropertyValue(name).trim();
+  }
+
+  // niceMax rounds up to 1, 2 or 5 times a power of ten, for a tidy axis.
+  function niceMax(v) {
+    if (v <= 1) return 1;
+    const p = Math.pow(10, Math.floor(Math.log10(v)));
+    for (const m of [1, 2, 5, 10]) if (v <= m * p) return m * p;
+    return 10 * p;
+  }
+
+  function drawChart(canvas, pts, color, fill) {
+    const dpr = window.devicePixelRatio || 1;
+    const w = canvas.clientWidth, ht = canvas.clientHeight;
+    if (w === 0 || ht === 0) return;
+    canvas.width = Math.round(w * dpr);
+    canvas.height = Math.round(ht * dpr);
+    const g = canvas.getContext("2d");
+    g.setTransform(dpr, 0, 0, dpr, 0, 0);
+    g.clearRect(0, 0, w, ht);
+
+    const top = 14, bottom = ht - 16, left = 0, right = w;
+    const max = niceMax(Math.max(0, ...pts.map((p) => p.v)) * 1.1);
+    const y = (v) => bottom - (v / max) * (bottom - top);
+    // Until the window is full the samples spread over the whole width.
+    const tEnd = pts.length ? pts[pts.length - 1].t : 0;
+    const span = pts.length > 1 ? Math.min(WINDOW_MS, tEnd - pts[0].t) : WINDOW_MS;
+    const x = (i) => right - ((tEnd - pts[i].t) / span) * (right - left);
+
+    g.strokeStyle = cssVar("--line");
+    g.lineWidth = 1;
+    g.fillStyle = cssVar("--muted");
+    g.font = "11px system-ui, sans-serif";
+    g.textBaseline = "bottom";
+    for (const f of [0, 0.5, 1]) {
+      const yy = Math.round(y(max * f)) + 0.5;
+      g.beginPath();
+      g.moveTo(left, yy);
+      g.lineTo(right, yy);
+      g.stroke();
+    }
+    g.fillText(fmtRate(max) + "/s", left + 2, top - 1);
+    g.textBaseline = "top";
+    g.textAlign = "right";
+    if (pts.length > 1 && span >= 1000) g.fillText("last " + fmtDuration(span / 1000), right - 2, bottom + 3);
+    g.textAlign = "start";
+
+    if (pts.length < 2) {
+      g.textBaseline = "middle";
+      g.textAlign = "center";
+      g.fillText("collecting samples…", w / 2, (top + bottom) / 2);
+      g.textAlign = "start";
+      return;
+    }
+    g.beginPath();
+    pts.forEach((p, i) => (i === 0 ? g.moveTo(x(i), y(p.v)) : g.lineTo(x(i), y(p.v))));
+    g.strokeStyle = color;
+    g.lineWidth = 2;
+    g.lineJoin = "round";
+    g.stroke();
+    g.lineTo(x(pts.length - 1), bottom);
+    g.lineTo(x(0), bottom);
+    g.closePath();
+    g.fillStyle = fill;
+    g.fill();
+  }
+
+  function renderRates(st) {
+    const charts = [
+      ["produce", series.produce, "--accent", "--accent-soft", fmtInt(st.totals.records) + " records in " + fmtInt(st.totals.partitions) + " partitions"],
+      ["consume", series.consume, "--accent2", "--accent2-soft", fmtInt(st.broker.fetched_records_total) + " records fetched since start"],
+    ];
+    for (const [name, pts, color, fill, foot] of charts) {
+      const cur = pts.length ? pts[pts.length - 1].v : 0;
+      $(name + "-rate").replaceChildren(fmtRate(cur), h("small", null, " records/s"));
+      $(name + "-foot").textContent = foot;
+      drawChart($(name + "-chart"), pts, cssVar(color), cssVar(fill));
+    }
+  }
+
+  // --- sections -----------------------------------------------------------
+
+  function renderHeader(st) {
+    $("version").textContent = st.broker.version;
+    const overall = $("overall");
+    if (!st.redis.reachable) {
+      overall.className = "pill bad";
+      overall.textContent = "Redis unreachable";
+    } else if (st.warnings.length) {
+      overall.className = "pill warn";
+      overall.textContent = st.warnings.length === 1 ? "1 warning" : st.warnings.length + " warnings";
+    } else {
+      overall.className = "pill ok";
+      overall.textContent = "All good";
+    }
+    $("updated").textContent = "updated " + new Date(st.time).toLocaleTimeString();
+    const ws = $("warnings");
+    ws.replaceChildren(...st.warnings.map((w) => h("li", null, w)));
+    ws.hidden = st.warnings.length === 0;
+  }
+
+  function renderBroker(st) {
+    const b = st.broker;
+    kv($("broker-kv"), [
+      ["Version", b.version],
+      ["Uptime", fmtDuration(b.uptime_seconds)],
+      ["Clients", h("span", { "data-field": "clients" }, fmtInt(b.clients_connected) + " connected")],
+      ...b.listeners.map((l) => [l.name, h("span", { class: "mono" }, l.address)]),
+      ["Requests", fmtInt(b.requests_total)],
+      ["Traffic", fmtBytes(b.bytes_in_total) + " in · " + fmtBytes(b.bytes_out_total) + " out"],
+      ["Keyspace", h("span", { class: "mono" }, b.keyspace)],
+      ["Cluster", h("span", { class: "mono small" }, b.cluster_id)],
+    ]);
+  }
+
+  function renderRedis(st) {
+    const r = st.redis;
+    if (!r.reachable) {
+      kv($("redis-kv"), [["Status", pill("unreachable", "bad")], ["Error", r.error]]);
+      return;
+    }
+    const mem = fmtBytes(r.used_memory) + (r.maxmemory > 0 ? " of " + fmtBytes(r.maxmemory) : " (no limit)");
+    const persistence = h("span", null,
+      r.aof_enabled ? pill("AOF on", r.aof_last_write_ok ? "ok" : "bad") : pill("AOF off", "warn"),
+      " ",
+      r.rdb_last_save_unix > 0 ? h("span", { class: "muted small" }, "RDB " + fmtAgo(new Date(r.rdb_last_save_unix * 1000))) : null);
+    kv($("redis-kv"), [
+      ["Status", pill("reachable", "ok")],
+      ["Version", r.version + (r.mode ? " (" + r.mode + ")" : "")],
+      ["Memory", mem],
+      ["Persistence", persistence],
+      ["Eviction", r.maxmemory_policy === "noeviction" ? "noeviction" : pill(r.maxmemory_policy || "?", "warn")],
+      ["Round trip", r.round_trip_ms.toFixed(2) + " ms"],
+      ["Uptime", fmtDuration(r.uptime_seconds)],
+    ]);
+  }
+
+  function partLines(items, fn, limit) {
+    const shown = items.slice(0, limit);
+    const lines = shown.map(fn);
+    if (items.length > limit) lines.push(h("span", { class: "muted" }, "+" + (items.length - limit) + " more"));
+    return h("div", { class: "parts" }, lines);
+  }
+
+  function renderTopics(topics) {
+    $("topics-count").textContent = topics.length;
+    const body = $("topics-body");
+    if (topics.length === 0) {
+      body.replaceChildren(h("tr", null, h("td", { class: "empty", colSpan: 7 }, "No topics yet. Produce to one and it appears here.")));
+      return;
+    }
+    body.replaceChildren(...topics.map((t) => {
+      const c = t.configs;
+      const retBytes = Number(c["retention.bytes"].value);
+      const retention = fmtRetentionMs(c["retention.ms"].value) + (retBytes >= 0 ? " or " + fmtBytes(retBytes) : "");
+      return h("tr", { "data-topic": t.name },
+        h("td", { class: "name" }, t.name),
+        h("td", { class: "num" }, t.partitions.length),
+        h("td", null, partLines(t.partitions, (p) => h("span", null, h("b", null, "p" + p.partition), fmtInt(p.log_start) + " → " + fmtInt(p.high_watermark)), 8)),
+        h("td", { class: "num" }, fmtInt(t.records)),
+        h("td", { class: "num", title: "appended over the topic's life" }, fmtBytes(t.bytes)),
+        h("td", null, retention),
+        h("td", null, c["cleanup.policy"].value));
+    }));
+  }
+
+  const stateKind = { Stable: "ok", Empty: "", Dead: "bad", PreparingRebalance: "warn", CompletingRebalance: "warn" };
+
+  function renderGroups(groups) {
+    $("groups-count").textContent = groups.length;
+    const body = $("groups-body");
+    if (groups.length === 0) {
+      body.replaceChildren(h("tr", null, h("td", { class: "empty", colSpan: 5 }, "No consumer groups have committed offsets yet.")));
+      return;
+    }
+    const maxLag = Math.max(1, ...groups.flatMap((g) => g.partitions.map((p) => p.lag)));
+    body.replaceChildren(...groups.map((g) => h("tr", { "data-group": g.group },
+      h("td", { class: "name" }, g.group),
+      h("td", null, pill(g.state, stateKind[g.state])),
+      h("td", { class: "num" }, g.members),
+      h("td", { class: "num", "data-field": "lag" }, fmtInt(g.lag)),
+      h("td", null, g.error ? h("span", { class: "muted" }, g.error) : partLines(g.partitions, (p) => h("span", null,
+        h("b", null, p.topic + "/" + p.partition), " ", fmtInt(p.committed) + " / " + fmtInt(p.high_watermark),
+        p.lag > 0 ? lagBar(p.lag, maxLag) : null), 10)))));
+  }
+
+  // lagBar is scaled to the largest lag on the page.
+  function lagBar(lag, maxLag) {
+    const bar = h("span", { class: "lagbar", title: "lag " + fmtInt(lag) });
+    bar.style.width = Math.max(2, Math.round(80 * lag / maxLag)) + "px";
+    return bar;
+  }
+
+  function renderIndex(st) {
+    const ix = st.index;
+    if (!ix) {
+      kv($("index-kv"), [["Status", h("span", { class: "muted" }, "not enabled in this korvet")]]);
+      return;
+    }
+    kv($("index-kv"), [
+      ["Status", ix.rebuilding ? pill("rebuilding", "warn") : ix.open ? pill("open", "ok") : pill("closed", "bad")],
+      ["Keys", fmtInt(ix.keys)],
+      ["Size", fmtBytes(ix.size_bytes)],
+      ["Lag", fmtInt(ix.lag) + " records"],
+      ix.topics && ix.topics.length ? ["Topics", ix.topics.join(", ")] : null,
+      ["Last rebuild", ix.last_rebuild ? fmtAgo(new Date(ix.last_rebuild)) : "never"],
+      ix.error ? ["Error", h("span", { class: "pill bad" }, ix.error)] : null,
+    ]);
+  }
+
+  function renderTiering(st) {
+    const t = st.tiering;
+    $("tiering").hidden = !t;
+    if (!t) return;
+    const la = t.last_archived;
+    kv($("tiering-kv"), [
+      ["Backlog", fmtInt(t.backlog_segments) + " segments · " + fmtBytes(t.backlog_bytes)],
+      ["Last archived", la ? la.topic + "/" + la.partition + " segment " + la.segment + ", " + fmtAgo(new Date(la.at)) : "none yet"],
+      ["Errors", fmtInt(t.errors)],
+      t.last_error ? ["Last error", t.last_error + (t.last_error_at ? " (" + fmtAgo(new Date(t.last_error_at)) + ")" : "")] : null,
+    ]);
+  }
+
+  // --- loop ---------------------------------------------------------------
+
+  async function getJSON(path) {
+    const r = await fetch(path, { cache: "no-store" });
+    if (!r.ok) throw new Error(path + " answered HTTP " + r.status);
+    return r.json();
+  }
+
+  let lastStatus = null;
+  let timer = 0;
+
+  async function refresh() {
+    clearTimeout(timer);
+    try {
+      const [st, topics, groups] = await Promise.all([getJSON("/api/v1/status"), getJSON("/api/v1/topics"), getJSON("/api/v1/groups")]);
+      sample(st);
+      lastStatus = st;
+      renderHeader(st);
+      renderBroker(st);
+      renderRedis(st);
+      renderRates(st);
+      renderTopics(topics);
+      renderGroups(groups);
+      renderIndex(st);
+      renderTiering(st);
+      $("offline").hidden = true;
+      document.body.dataset.state = "ready";
+    } catch (e) {
+      const off = $("offline");
+      off.querySelector("span").textContent = e.message;
+      off.hidden = false;
+      $("overall").className = "pill bad";
+      $("overall").textContent = "offline";
+      document.body.dataset.state = "error";
+    }
+    // Hidden tabs stop polling; visibilitychange resumes.
+    if (!document.hidden) timer = setTimeout(refresh, REFRESH_MS);
+  }
+
+  document.addEventListener("visibilitychange", () => {
+    if (!document.hidden) refresh();
+  });
+  window.addEventListener("resize", () => {
+    if (lastStatus) renderRates(lastStatus);
+  });
+  refresh();
+})();
