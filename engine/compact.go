@@ -198,7 +198,7 @@ func (kv *kvIndex) compactTopic(ctx context.Context, kt *kvTopic, force bool) (C
 // tombCandidate is a tombstone old enough to go.
 type tombCandidate struct {
 	key    []byte
-	offset int64
+	id     recordID
 	ptr    index.Pointer
 	hasPtr bool
 }
@@ -232,7 +232,7 @@ func (kv *kvIndex) compactPartition(ctx context.Context, kp *kvPart, force bool)
 	// a later tombstone of such a key must stay, or the older record would
 	// come back as the key's value.
 	kept := map[string]struct{}{}
-	var dels []int64
+	var dels []recordID
 	var tombs []tombCandidate
 	flush := func() error {
 		if len(dels) == 0 {
@@ -263,6 +263,10 @@ func (kv *kvIndex) compactPartition(ctx context.Context, kp *kvPart, force bool)
 			if r.Offset >= end {
 				break
 			}
+			id := recordID{offset: r.Offset}
+			if len(rr.Codecs) == len(rr.Records) {
+				id.seq = int64(rr.Codecs[i]) + 1
+			}
 			res.Scanned++
 			if r.Key == nil {
 				res.Live++
@@ -277,7 +281,7 @@ func (kv *kvIndex) compactPartition(ctx context.Context, kp *kvPart, force bool)
 			switch {
 			case same && ptr.Offset > r.Offset:
 				if r.Timestamp <= lagCut {
-					dels = append(dels, r.Offset)
+					dels = append(dels, id)
 					continue
 				}
 				kept[string(r.Key)] = struct{}{}
@@ -289,7 +293,7 @@ func (kv *kvIndex) compactPartition(ctx context.Context, kp *kvPart, force bool)
 				switch {
 				case r.Offset == last || older:
 				case r.Timestamp <= delCut:
-					tombs = append(tombs, tombCandidate{key: bytes.Clone(r.Key), offset: r.Offset, ptr: ptr, hasPtr: ok})
+					tombs = append(tombs, tombCandidate{key: bytes.Clone(r.Key), id: id, ptr: ptr, hasPtr: ok})
 					continue
 				default:
 					retry(r.Timestamp + s.deleteRetention)
@@ -330,7 +334,7 @@ func (kv *kvIndex) dropTombstones(ctx context.Context, kp *kvPart, tombs []tombC
 		return 0, nil
 	}
 	t := kp.p.t
-	var offs []int64
+	var ids []recordID
 	err := func() error {
 		kv.closeMu.RLock()
 		defer kv.closeMu.RUnlock()
@@ -354,7 +358,7 @@ func (kv *kvIndex) dropTombstones(ctx context.Context, kp *kvPart, tombs []tombC
 			case c.hasPtr || ok:
 				continue // a newer record of the key arrived
 			}
-			offs = append(offs, c.offset)
+			ids = append(ids, c.id)
 		}
 		if b.Len() == 0 {
 			return nil
@@ -365,15 +369,24 @@ func (kv *kvIndex) dropTombstones(ctx context.Context, kp *kvPart, tombs []tombC
 	if err != nil {
 		return 0, err
 	}
-	return kp.p.deleteRecords(ctx, offs)
+	return kp.p.deleteRecords(ctx, ids)
 }
 
-// deleteRecords removes the records at offsets from the log (compaction),
-// routing each to its segment's stream. Records of segments that have
-// left Redis are kept: the cold tier's files are immutable. It returns how
-// many records Redis deleted.
-func (p *Partition) deleteRecords(ctx context.Context, offsets []int64) (int64, error) {
-	if len(offsets) == 0 {
+// recordID names a record's stream entry: "<offset>-<seq>", seq being 1 +
+// the producer's compression codec (see parseEntryIDSeq); 0 when unknown.
+type recordID struct {
+	offset, seq int64
+}
+
+// maxEntrySeq is the largest seq korvet writes (codec 4, zstd).
+const maxEntrySeq = 5
+
+// deleteRecords removes records from the log (compaction), routing each
+// to its segment's stream. Records of segments that have left Redis are
+// kept: the cold tier's files are immutable. It returns how many records
+// Redis deleted.
+func (p *Partition) deleteRecords(ctx context.Context, recs []recordID) (int64, error) {
+	if len(recs) == 0 {
 		return 0, nil
 	}
 	p.mu.Lock()
@@ -395,7 +408,8 @@ func (p *Partition) deleteRecords(ctx context.Context, offsets []int64) (int64, 
 		pl.Cmd(args...)
 		ids = ids[:0]
 	}
-	for _, off := range offsets {
+	for _, rec := range recs {
+		off := rec.offset
 		i := segmentFor(segs, off)
 		if len(segs) > 0 && (i < 0 || !segs[i].Local) {
 			continue
@@ -404,11 +418,18 @@ func (p *Partition) deleteRecords(ctx context.Context, offsets []int64) (int64, 
 		if i >= 0 {
 			id = segs[i].ID
 		}
-		if id != seg || len(ids) == perCmd {
+		if id != seg || len(ids) >= perCmd {
 			emit()
 			seg = id
 		}
-		ids = append(ids, strconv.FormatInt(off, 10)+"-1")
+		if rec.seq > 0 {
+			ids = append(ids, strconv.FormatInt(off, 10)+"-"+strconv.FormatInt(rec.seq, 10))
+			continue
+		}
+		// Unknown: every seq korvet writes (XDEL ignores missing IDs).
+		for seq := 1; seq <= maxEntrySeq; seq++ {
+			ids = append(ids, strconv.FormatInt(off, 10)+"-"+strconv.Itoa(seq))
+		}
 	}
 	emit()
 	if pl.Len() == 0 {

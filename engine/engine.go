@@ -133,6 +133,9 @@ func Open(ctx context.Context, rc *resp.Client, opts Options) (*Engine, error) {
 	if err := e.loadTopics(ctx); err != nil {
 		return nil, err
 	}
+	if err := e.ensureInternalTopics(ctx); err != nil {
+		return nil, err
+	}
 	groups, err := group.Open(ctx, rc, group.Options{
 		Keyspace:              opts.Keyspace,
 		InitialRebalanceDelay: opts.GroupInitialRebalanceDelay,
@@ -349,6 +352,9 @@ func (e *Engine) DeleteTopic(ctx context.Context, name string) error {
 	t := e.Topic(name)
 	if t == nil {
 		return fmt.Errorf("%w: %q", ErrUnknownTopic, name)
+	}
+	if t.Internal() {
+		return fmt.Errorf("%w: %s cannot be deleted", ErrInternalTopic, name)
 	}
 	e.mu.Lock()
 	delete(e.topics, name)

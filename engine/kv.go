@@ -151,9 +151,10 @@ type kvPart struct {
 	cmp compactState // owned by the compaction pass (kvIndex.compactMu)
 }
 
-// indexed reports whether t is in the KV view.
+// indexed reports whether t is in the KV view. Internal topics
+// (__consumer_offsets) are korvet's own and never are.
 func (t *Topic) indexed() bool {
-	return t.Compacted() || t.ConfigValue("korvet.index.enable") == "true"
+	return !t.Internal() && (t.Compacted() || t.ConfigValue("korvet.index.enable") == "true")
 }
 
 // openKV opens the index and starts catching it up; called by Open.
@@ -244,6 +245,15 @@ func (kv *kvIndex) reconcile() error {
 		}
 		kv.log.Info("key index: dropped a topic that is gone or no longer indexed", "topic", topicName(t, id))
 	}
+	// Forget the state of topics deleted or no longer indexed, checkpoint
+	// or not.
+	kv.mu.Lock()
+	for id, kt := range kv.topics {
+		if t := kv.e.TopicByID(id); t != kt.t || !t.indexed() {
+			delete(kv.topics, id)
+		}
+	}
+	kv.mu.Unlock()
 	for _, t := range kv.e.Topics() {
 		if t.indexed() {
 			if _, err := kv.topic(t); err != nil {
@@ -792,6 +802,9 @@ func (e *Engine) kvTopicFor(name string) (*kvTopic, error) {
 	t := e.Topic(name)
 	if t == nil {
 		return nil, fmt.Errorf("%w: %q", ErrUnknownTopic, name)
+	}
+	if t.Internal() {
+		return nil, fmt.Errorf("%w: %q is internal", ErrKVNotIndexed, name)
 	}
 	if !t.indexed() {
 		return nil, fmt.Errorf("%w: %q has cleanup.policy=%s; set cleanup.policy=compact or korvet.index.enable=true to index it", ErrKVNotIndexed, name, t.ConfigValue("cleanup.policy"))

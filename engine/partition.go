@@ -194,19 +194,34 @@ func (p *Partition) loadState(meta, segs resp.Reply, top *resp.Reply) error {
 
 // parseEntryID returns the offset of a stream entry ID "<offset>-<seq>".
 func parseEntryID(id []byte) (int64, error) {
-	var off int64
+	off, _, err := parseEntryIDSeq(id)
+	return off, err
+}
+
+// parseEntryIDSeq returns both parts of a stream entry ID. korvet writes
+// seq = 1 + the compression codec the producer used (0 none ... 4 zstd),
+// so fetches can hand records back compressed as they came, at no cost
+// in stream fields.
+func parseEntryIDSeq(id []byte) (off, seq int64, err error) {
 	i := 0
 	for ; i < len(id) && id[i] != '-'; i++ {
 		c := id[i]
 		if c < '0' || c > '9' || off > (1<<62) {
-			return 0, fmt.Errorf("bad stream entry id %q", id)
+			return 0, 0, fmt.Errorf("bad stream entry id %q", id)
 		}
 		off = off*10 + int64(c-'0')
 	}
 	if i == 0 {
-		return 0, fmt.Errorf("bad stream entry id %q", id)
+		return 0, 0, fmt.Errorf("bad stream entry id %q", id)
 	}
-	return off, nil
+	for i++; i < len(id); i++ {
+		c := id[i]
+		if c < '0' || c > '9' || seq > (1<<58) {
+			return 0, 0, fmt.Errorf("bad stream entry id %q", id)
+		}
+		seq = seq*10 + int64(c-'0')
+	}
+	return off, seq, nil
 }
 
 // CommitHook is called with the records of one committed transaction (in
@@ -218,6 +233,7 @@ type CommitHook func(p *Partition, batches [][]record.Record, next int64)
 type Pending struct {
 	recs          []record.Record
 	prod          Producer
+	codec         int8
 	size          int64
 	base          int64
 	logAppendTime int64
@@ -259,7 +275,17 @@ func (p *Partition) Append(recs []record.Record) *Pending {
 // offsets, and a retry of a recent batch answers that batch's offset
 // without appending again.
 func (p *Partition) AppendFrom(prod Producer, recs []record.Record) *Pending {
-	pd := &Pending{recs: recs, prod: prod, done: make(chan struct{}), logAppendTime: -1}
+	return p.AppendBatch(prod, 0, recs)
+}
+
+// AppendBatch is AppendFrom for a batch that arrived compressed with
+// codec (Kafka's attribute bits: 1 gzip, 2 snappy, 3 lz4, 4 zstd), which
+// fetches then use again.
+func (p *Partition) AppendBatch(prod Producer, codec int8, recs []record.Record) *Pending {
+	if codec < 0 || codec > 4 {
+		codec = 0
+	}
+	pd := &Pending{recs: recs, prod: prod, codec: codec, done: make(chan struct{}), logAppendTime: -1}
 	for i := range recs {
 		pd.size += int64(entry.EncodedSize(&recs[i]))
 	}
@@ -368,7 +394,7 @@ func (p *Partition) flushLoop() {
 				pl.String("XADD")
 				pl.String(stream)
 				idBuf = strconv.AppendInt(idBuf[:0], r.Offset, 10)
-				idBuf = append(idBuf, "-1"...)
+				idBuf = append(idBuf, '-', byte('1'+op.codec))
 				pl.Bulk(idBuf)
 				enc.Append(&pl)
 			}

@@ -18,7 +18,10 @@ const maxReadCount = 10000
 // ReadResult holds records read from a partition. The records point into
 // buffers the result owns: call Release when done with them.
 type ReadResult struct {
-	Records       []record.Record
+	Records []record.Record
+	// Codecs holds, per record, the compression codec its producer used
+	// (0 for none, and for records read from the cold tier).
+	Codecs        []int8
 	HighWatermark int64
 	LogStart      int64
 
@@ -37,7 +40,7 @@ func (r *ReadResult) Release() {
 		r.rs = nil
 	}
 	clear(r.Records)
-	r.Records = r.Records[:0]
+	r.Records, r.Codecs = r.Records[:0], r.Codecs[:0]
 	r.dec.Reset()
 	readResults.Put(r)
 }
@@ -87,6 +90,7 @@ func (p *Partition) Read(ctx context.Context, offset int64, maxBytes int) (*Read
 			var recs []record.Record
 			recs, err = p.readCold(ctx, sg, offset, maxBytes)
 			res.Records = append(res.Records, recs...)
+			res.Codecs = append(res.Codecs, make([]int8, len(recs))...)
 		}
 		if err != nil {
 			res.Release()
@@ -123,9 +127,13 @@ func (p *Partition) readStream(ctx context.Context, res *ReadResult, seg, from, 
 		if len(res.pair) != 2 {
 			return fmt.Errorf("malformed stream entry")
 		}
-		off, err := parseEntryID(res.pair[0].Bytes())
+		off, seq, err := parseEntryIDSeq(res.pair[0].Bytes())
 		if err != nil {
 			return err
+		}
+		codec := int8(0)
+		if seq >= 1 && seq <= 5 {
+			codec = int8(seq - 1)
 		}
 		res.dec.Begin()
 		odd := false
@@ -140,6 +148,7 @@ func (p *Partition) readStream(ctx context.Context, res *ReadResult, seg, from, 
 			return true
 		})
 		res.Records = append(res.Records, record.Record{Offset: off})
+		res.Codecs = append(res.Codecs, codec)
 		rec := &res.Records[len(res.Records)-1]
 		if err := res.dec.Finish(rec); err != nil {
 			return fmt.Errorf("offset %d: %w", off, err)
@@ -147,6 +156,7 @@ func (p *Partition) readStream(ctx context.Context, res *ReadResult, seg, from, 
 		// Past maxBytes only the first record stays (KIP-74).
 		if size += rec.Size(); size > maxBytes && len(res.Records) > 1 {
 			res.Records = res.Records[:len(res.Records)-1]
+			res.Codecs = res.Codecs[:len(res.Codecs)-1]
 			break
 		}
 		if size >= maxBytes {

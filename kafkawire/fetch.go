@@ -2,6 +2,7 @@ package kafkawire
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -58,7 +59,7 @@ func handleFetch(ctx context.Context, c *conn, kreq kmsg.Request) func() kmsg.Re
 			}
 		}
 		for {
-			resp, n, failed := fetchOnce(ctx, req, parts)
+			resp, n, failed := c.fetchOnce(ctx, req, parts)
 			if failed || n >= int(req.MinBytes) || n > 0 && req.MinBytes <= 0 || !time.Now().Before(deadline) {
 				return resp
 			}
@@ -84,7 +85,7 @@ func handleFetch(ctx context.Context, c *conn, kreq kmsg.Request) func() kmsg.Re
 // fetchOnce builds a fetch response from what the partitions hold now. It
 // returns the bytes of records included and whether any partition failed
 // (an error answer is returned without waiting).
-func fetchOnce(ctx context.Context, req *kmsg.FetchRequest, parts [][]*engine.Partition) (*kmsg.FetchResponse, int, bool) {
+func (c *conn) fetchOnce(ctx context.Context, req *kmsg.FetchRequest, parts [][]*engine.Partition) (*kmsg.FetchResponse, int, bool) {
 	resp := req.ResponseKind().(*kmsg.FetchResponse)
 	budget := int(req.MaxBytes)
 	if req.Version < 3 || budget <= 0 {
@@ -137,7 +138,7 @@ func fetchOnce(ctx context.Context, req *kmsg.FetchRequest, parts [][]*engine.Pa
 			}
 			sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = res.HighWatermark, res.HighWatermark, res.LogStart
 			if len(res.Records) > 0 {
-				b, err := records.AppendBatch(nil, res.Records, records.BuildOptions{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, PartitionLeaderEpoch: 0})
+				b, err := c.s.buildBatches(res)
 				if err != nil {
 					sp.ErrorCode = kerr.UnknownServerError.Code
 					failed = true
@@ -151,4 +152,31 @@ func fetchOnce(ctx context.Context, req *kmsg.FetchRequest, parts [][]*engine.Pa
 		}
 	}
 	return resp, total, failed
+}
+
+// buildBatches turns read records into record batches: one per run of
+// records that came with the same compression, compressed again with it,
+// so consumers get the bandwidth savings their producers chose.
+func (s *Server) buildBatches(res *engine.ReadResult) ([]byte, error) {
+	enc := s.encoders.Get().(*records.Encoder)
+	defer s.encoders.Put(enc)
+	var out []byte
+	recs := res.Records
+	for i := 0; i < len(recs); {
+		codec := int8(0)
+		if len(res.Codecs) == len(recs) {
+			codec = res.Codecs[i]
+		}
+		j := i + 1
+		for j < len(recs) && len(res.Codecs) == len(recs) && res.Codecs[j] == codec {
+			j++
+		}
+		var err error
+		out, err = enc.AppendBatch(out, recs[i:j], records.BuildOptions{Compression: records.Compression(codec)})
+		if err != nil {
+			return nil, fmt.Errorf("build batch at offset %d: %w", recs[i].Offset, err)
+		}
+		i = j
+	}
+	return out, nil
 }

@@ -68,6 +68,7 @@ func (s *Server) topicMetadata(t *engine.Topic, req *kmsg.MetadataRequest) kmsg.
 	name := t.Name()
 	mt.Topic = &name
 	mt.TopicID = t.ID()
+	mt.IsInternal = t.Internal()
 	node := s.opts.NodeID
 	for _, p := range t.Partitions() {
 		mp := kmsg.NewMetadataResponseTopicPartition()

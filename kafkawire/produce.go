@@ -72,6 +72,11 @@ func handleProduce(ctx context.Context, c *conn, kreq kmsg.Request) func() kmsg.
 				rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 				continue
 			}
+			if t.Internal() {
+				rp.ErrorCode = kerr.InvalidTopicException.Code
+				rp.ErrorMessage = errMsg(fmt.Errorf("%s is internal: clients cannot write to it", t.Name()))
+				continue
+			}
 			if max := t.MaxMessageBytes(); int64(len(rq.Records)) > max+61 {
 				// A lone record batch may be up to max.message.bytes plus
 				// its header, as in Kafka.
@@ -88,7 +93,7 @@ func handleProduce(ctx context.Context, c *conn, kreq kmsg.Request) func() kmsg.
 				c.s.log.Debug("produce rejected", "topic", t.Name(), "partition", rq.Partition, "err", err)
 				continue
 			}
-			waits = append(waits, produceWait{rp: rp, p: p, pend: p.AppendFrom(prod, recs), dec: dec})
+			waits = append(waits, produceWait{rp: rp, p: p, pend: p.AppendBatch(prod, codecOf(dec.batches), recs), dec: dec})
 		}
 	}
 	return func() kmsg.Response {
@@ -150,4 +155,14 @@ func decodeProduce(dec *batchDecoder, b []byte, t *engine.Topic) ([]record.Recor
 		}
 	}
 	return recs, prod, nil
+}
+
+// codecOf is the codec a partition's records came compressed with, kept so
+// that fetches answer with the same compression (the first batch's, in the
+// rare request that mixes codecs).
+func codecOf(batches []records.Batch) int8 {
+	if len(batches) == 0 {
+		return 0
+	}
+	return int8(batches[0].Compression())
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/korvet/korvet/engine"
 )
@@ -164,6 +165,29 @@ func TestEveryCompressionCodec(t *testing.T) {
 			recs := testRecords(topic, 1)
 			produceAll(t, cl, recs)
 			checkConsumed(t, recs, consumeN(t, b, topic, len(recs)))
+			// Fetches hand records back compressed as they were produced.
+			req := kmsg.NewPtrFetchRequest()
+			req.Version, req.MaxBytes, req.MaxWaitMillis = 12, 1<<20, 10
+			rt := kmsg.NewFetchRequestTopic()
+			// kgo sends the newest version korvet offers, which names
+			// topics by id.
+			rt.Topic, rt.TopicID = topic, b.eng.Topic(topic).ID()
+			rp := kmsg.NewFetchRequestTopicPartition()
+			rp.PartitionMaxBytes = 1 << 20
+			rt.Partitions = append(rt.Partitions, rp)
+			req.Topics = append(req.Topics, rt)
+			resp, err := req.RequestWith(ctxT(t, 10*time.Second), cl)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var batch kmsg.RecordBatch
+			if err := batch.ReadFrom(resp.Topics[0].Partitions[0].RecordBatches); err != nil {
+				t.Fatal(err)
+			}
+			want := map[string]int16{"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}[name]
+			if got := batch.Attributes & 7; got != want {
+				t.Fatalf("fetched batch compression %d, want %d", got, want)
+			}
 		})
 	}
 }

@@ -63,6 +63,7 @@ type Server struct {
 
 	apis     map[int16]apiDef
 	decoders sync.Pool // *batchDecoder
+	encoders sync.Pool // *records.Encoder
 
 	mu    sync.Mutex
 	conns map[*conn]struct{}
@@ -93,6 +94,7 @@ func NewServer(eng *engine.Engine, opts Options) *Server {
 		opts.Logger = slog.Default()
 	}
 	s := &Server{eng: eng, opts: opts, log: opts.Logger, conns: make(map[*conn]struct{}), apis: apiTable(), quit: make(chan struct{})}
+	s.encoders.New = func() any { return new(records.Encoder) }
 	s.decoders.New = func() any { return &batchDecoder{Decoder: records.Decoder{MaxDecompressed: maxDecompressed}} }
 	return s
 }

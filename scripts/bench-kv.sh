@@ -88,8 +88,13 @@ phase krebuild
 "$TMP/benchkv" -mode produce -brokers "127.0.0.1:$KAFKA_PORT" -topic kv-rebuild -partitions 2 -keys "$REBUILD_KEYS" -size 256 | tee "$TMP/rebuild-produce.txt"
 stop_pid "$KORVET_PID" 15
 KORVET_PID=""
-"$BIN" index rebuild --config "$TMP/krebuild/korvet.toml" 2>&1 | tee "$TMP/rebuild.txt"
-rebuild_rate=$(sed -n 's/^rebuilt .*(\([0-9]*\) records\/s).*/\1/p' "$TMP/rebuild.txt")
+"$TMP/benchkv" -mode quiesce -redis "$REDIS_URL"
+# Three runs (the 2 cores are shared): the median is the figure.
+for _ in 1 2 3; do
+	"$BIN" index rebuild --config "$TMP/krebuild/korvet.toml" 2>&1 | tee -a "$TMP/rebuild.txt"
+done
+rebuild_rates=$(sed -n 's/^rebuilt .*(\([0-9]*\) records\/s).*/\1/p' "$TMP/rebuild.txt" | sort -n | tr '\n' ' ')
+rebuild_rate=$(echo "$rebuild_rates" | awk '{ print $2 }')
 [[ -n $rebuild_rate ]] || die "could not read the rebuild rate"
 
 # --- c) reads
@@ -97,6 +102,7 @@ echo
 echo "== c) reads: $READ_KEYS keys with 256 B values, $READS random sequential GETs, $CLIENTS clients for throughput"
 phase kread
 "$TMP/benchkv" -mode produce -brokers "127.0.0.1:$KAFKA_PORT" -topic kv-read -partitions 2 -keys "$READ_KEYS" -size 256 | tee "$TMP/read-produce.txt"
+"$TMP/benchkv" -mode quiesce -redis "$REDIS_URL"
 "$TMP/benchkv" -mode read -http "http://127.0.0.1:$HTTP_PORT" -redis "$REDIS_URL" -topic kv-read -keys "$READ_KEYS" -size 256 \
 	-reads "$READS" -concurrency "$CLIENTS" | tee "$TMP/read.txt"
 
@@ -117,11 +123,12 @@ frps=$(result "$TMP/read.txt" floor_rps)
 [[ -n $p50 && -n $rps && -n $fp50 ]] || die "missing read results"
 
 echo
-echo "== results ($(nproc) CPUs; rpkv's figures are from its author's 6-core laptop with Redpanda in Docker)"
+echo "== results ($(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg); rpkv's figures are from its author's 6-core laptop with Redpanda in Docker)"
 printf '%-44s %22s %26s\n' "measure" "korvet" "reference"
 printf '%-44s %22s %26s\n' "index size, $SIZE_KEYS keys, after stop" "$(perkey "$size_live" "$SIZE_KEYS") B/key" "rpkv 14.16 B/key (<= 14)"
 printf '%-44s %22s %26s\n' "index size, $SIZE_KEYS keys, after index rebuild" "$(perkey "$size_rebuilt" "$SIZE_KEYS") B/key" "rpkv 14.16 B/key (<= 14)"
-printf '%-44s %22s %26s\n' "rebuild, $REBUILD_KEYS keys x 256 B" "$rebuild_rate keys/s" "rpkv ~996k keys/s (>= 1M)"
+printf '%-44s %22s %26s\n' "rebuild, $REBUILD_KEYS keys x 256 B (median of 3)" "$rebuild_rate keys/s" "rpkv ~996k keys/s (>= 1M)"
+printf '%-44s %22s\n' "  the three runs, keys/s" "$rebuild_rates"
 printf '%-44s %22s %26s\n' "GET p50, $READ_KEYS keys x 256 B, sequential" "$p50 ms" "rpkv 11.07 ms (<= 0.5)"
 printf '%-44s %22s %26s\n' "GET p99" "$p99 ms" "rpkv 16.85 ms (<= 2)"
 printf '%-44s %22s %26s\n' "floor: Redis GET of a copy, p50 / p99" "$fp50 / $fp99 ms" "korvet/floor p50 $(ratio "$p50" "$fp50")x"

@@ -125,7 +125,7 @@ func (s *server) status(ctx context.Context) statusJSON {
 		st.Warnings = append(st.Warnings, redisWarnings(info)...)
 	}
 
-	for _, t := range s.eng.Topics() {
+	for _, t := range s.eng.UserTopics() {
 		st.Totals.Topics++
 		for _, p := range t.Partitions() {
 			hw, start := p.HighWatermark(), p.LogStart()
@@ -208,7 +208,7 @@ type configJSON struct {
 var shownConfigs = []string{"cleanup.policy", "retention.ms", "retention.bytes", "max.message.bytes", "message.timestamp.type"}
 
 func (s *server) apiTopics(w http.ResponseWriter, r *http.Request) {
-	ts := s.eng.Topics()
+	ts := s.eng.UserTopics()
 	out := make([]topicJSON, 0, len(ts))
 	for _, t := range ts {
 		out = append(out, topicView(t))

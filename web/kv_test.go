@@ -404,7 +404,7 @@ func TestKVHTTP(t *testing.T) {
 	errCase("/v1/kv/short/old", 410, "gone")
 	// 503: the record under "new"'s pointer vanished behind korvet's back;
 	// never serve "other" in its place.
-	if _, err := n.rc.Do(ctx, "XDEL", p.StreamKey(), "1-1"); err != nil {
+	if _, err := n.rc.Do(ctx, "XDEL", p.StreamKey(), "1-1", "1-2", "1-3", "1-4", "1-5"); err != nil {
 		t.Fatal(err)
 	}
 	r := n.do("GET", "/v1/kv/short/new", nil, nil)

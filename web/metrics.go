@@ -82,7 +82,7 @@ func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descConns, float64(s.opts.Kafka().Connections))
 	}
 
-	topics := s.eng.Topics()
+	topics := s.eng.UserTopics()
 	gauge(descTopics, float64(len(topics)))
 	for _, t := range topics {
 		for _, p := range t.Partitions() {

@@ -4,6 +4,7 @@
 //	benchkv -mode produce -brokers 127.0.0.1:9092 -topic t -partitions 2 -keys 1000000 -size 256
 //	benchkv -mode read -http http://127.0.0.1:8080 -redis redis://127.0.0.1:6379/0 -topic t -keys 100000
 //	benchkv -mode flush -redis redis://127.0.0.1:6379/0
+//	benchkv -mode quiesce -redis redis://127.0.0.1:6379/0
 //
 // produce creates a compacted topic and writes one record per key
 // (-keyfmt, default k-%07d) with -size byte values. read first waits for
@@ -80,6 +81,8 @@ func main() {
 		err = read(ctx, o)
 	case "flush":
 		err = flush(ctx, o)
+	case "quiesce":
+		err = quiesce(ctx, o)
 	default:
 		err = fmt.Errorf("unknown mode %q", o.mode)
 	}
@@ -136,6 +139,33 @@ func produce(ctx context.Context, o options) error {
 }
 
 func ptr(s string) *string { return &s }
+
+// quiesce waits until Redis is not rewriting its AOF or saving (after a
+// big load it forks to rewrite the AOF, which would eat a core of the
+// next measurement).
+func quiesce(ctx context.Context, o options) error {
+	rc, err := resp.New(o.redisURL, resp.Options{})
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	for {
+		r, err := rc.Do(ctx, "INFO", "persistence")
+		if err != nil {
+			return err
+		}
+		info := string(r.Bytes())
+		if !strings.Contains(info, "aof_rewrite_in_progress:1") && !strings.Contains(info, "rdb_bgsave_in_progress:1") &&
+			!strings.Contains(info, "aof_rewrite_scheduled:1") {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
 
 func flush(ctx context.Context, o options) error {
 	rc, err := resp.New(o.redisURL, resp.Options{})
