@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -50,7 +49,8 @@ func korvetBinary(t testing.TB) string {
 	buildOnce.Do(func() {
 		goBin, err := exec.LookPath("go")
 		if err != nil {
-			goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+			buildErr = fmt.Errorf("the go command is needed to build korvet for this test: %w", err)
+			return
 		}
 		binDir, err = os.MkdirTemp("", "korvet-test-bin-")
 		if err != nil {

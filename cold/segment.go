@@ -88,7 +88,7 @@ func segmentSchema() *parquet.Schema {
 // whenever about rowGroupBytes of record data has accumulated, and keeps
 // the statistics the Iceberg manifest needs.
 type segmentWriter struct {
-	w             *parquet.Writer
+	w             *parquet.GenericWriter[any]
 	rowGroupBytes int
 	pending       int // record bytes in the open row group
 	rows          []parquet.Row
@@ -106,7 +106,7 @@ type segmentWriter struct {
 }
 
 func newSegmentWriter(out io.Writer, schema *parquet.Schema, codec *zstd.Codec, ref SegmentRef, rowGroupBytes int) *segmentWriter {
-	w := parquet.NewWriter(out, schema,
+	w := parquet.NewGenericWriter[any](out, schema,
 		parquet.Compression(codec),
 		parquet.PageBufferSize(256<<10),
 		parquet.WriteBufferSize(256<<10),

@@ -173,3 +173,51 @@ if [[ $fail -gt 0 || $rc -ne 0 ]]; then
 	exit 1
 fi
 echo "all selected kgo tests passed"
+
+# SCRAM: kgo's SCRAM tests want a separate broker address that requires
+# SASL. A second korvet on the same Redis (its own keyspace) serves it,
+# with a user made by `korvet user add`, for both SCRAM-SHA-256 and -512.
+if [[ ${SCRAM:-1} == 1 ]]; then
+	free_port SCRAM_PORT
+	mkdir -p "$TMP/data-scram"
+	cat >"$TMP/scram.toml" <<TOML
+data_dir = "$TMP/data-scram"
+shutdown_grace = "5s"
+
+[kafka]
+listen = "127.0.0.1:$SCRAM_PORT"
+auth = "sasl"
+sasl_mechanisms = ["SCRAM-SHA-256", "SCRAM-SHA-512"]
+
+[http]
+listen = "127.0.0.1:0"
+
+[redis]
+url = "redis://127.0.0.1:$REDIS_PORT/0"
+keyspace = "scram"
+TOML
+	printf 'scram-secret\n' | "$BIN" user add --config "$TMP/scram.toml" kgo >/dev/null || die "korvet user add failed"
+	stop_pid "$KORVET_PID" 15
+	KORVET_PID=""
+	"$BIN" serve --config "$TMP/scram.toml" </dev/null >"$TMP/korvet.log" 2>&1 &
+	KORVET_PID=$!
+	wait_port "$SCRAM_PORT" 20 "$KORVET_PID" || die "SCRAM korvet did not start: $(tail -n 20 "$TMP/korvet.log")"
+	echo
+	echo "=== kgo SCRAM tests against a korvet requiring SASL ==="
+	for mech in 256 512; do
+		set +e
+		(
+			cd "$TMP/franz/pkg/kgo" &&
+				KGO_SEEDS=127.0.0.1:$SCRAM_PORT KGO_TEST_SCRAM_SEEDS=127.0.0.1:$SCRAM_PORT KGO_TEST_SCRAM=kgo:scram-secret:$mech \
+					KGO_LOG_LEVEL=none go test -count=1 -v -timeout 120s -run '^(TestSCRAMAuth|TestSCRAMAuthBadCredentials)$' .
+		) >"$TMP/scram.log" 2>&1
+		rc=$?
+		set -e
+		sed -nE "s/^--- (PASS|FAIL|SKIP): ([^ ]+) \(([^)]*)\).*/\1 \2 SCRAM-SHA-$mech (\3)/p" "$TMP/scram.log"
+		if [[ $rc -ne 0 ]] || ! grep -q '^--- PASS: TestSCRAMAuth ' "$TMP/scram.log"; then
+			tail -n 30 "$TMP/scram.log" >&2
+			die "kgo SCRAM-SHA-$mech tests failed"
+		fi
+	done
+	echo "SCRAM tests passed"
+fi
