@@ -83,7 +83,7 @@ func runIndex(args []string, stdout, stderr io.Writer) int {
 		}
 		return indexVerify(ctx, cfg, topics, stdout)
 	}()
-	if errors.Is(err, index.ErrLocked) && sub == "rebuild" && len(topics) == 0 && cfg.HTTP.AdminToken != "" {
+	if errors.Is(err, index.ErrLocked) && sub == "rebuild" && len(topics) == 0 && (cfg.HTTP.AdminToken != "" || socketExists(cfg)) {
 		// korvet runs: ask it to rebuild online.
 		err = rebuildOnline(ctx, cfg, stdout, stderr)
 	}
@@ -287,18 +287,43 @@ func ptrString(p *index.Pointer) string {
 	}
 }
 
-// rebuildOnline asks the korvet serving this config to rebuild its index
-// (POST /api/v1/index/rebuild with the admin token) and waits for the end.
-func rebuildOnline(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
+// adminSocket is the unix socket a running korvet serves its HTTP API on,
+// for local administration without a token.
+func adminSocket(cfg Config) string { return filepath.Join(cfg.DataDir, "korvet.sock") }
+
+func socketExists(cfg Config) bool {
+	fi, err := os.Stat(adminSocket(cfg))
+	return err == nil && fi.Mode()&os.ModeSocket != 0
+}
+
+// adminClient reaches the running korvet: over its unix socket when this
+// user can open it (no token needed), else over [http] listen.
+func adminClient(cfg Config) (string, *http.Client, error) {
+	if socketExists(cfg) {
+		sock := adminSocket(cfg)
+		tr := &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", sock)
+		}}
+		return "http://korvet", &http.Client{Timeout: 10 * time.Second, Transport: tr}, nil
+	}
 	host, port, err := net.SplitHostPort(cfg.HTTP.Listen)
 	if err != nil {
-		return err
+		return "", nil, err
 	}
 	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
 		host = "127.0.0.1"
 	}
-	base := "http://" + net.JoinHostPort(host, port)
-	hc := &http.Client{Timeout: 10 * time.Second}
+	return "http://" + net.JoinHostPort(host, port), &http.Client{Timeout: 10 * time.Second}, nil
+}
+
+// rebuildOnline asks the korvet serving this config to rebuild its index
+// (POST /api/v1/index/rebuild with the admin token) and waits for the end.
+func rebuildOnline(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
+	base, hc, err := adminClient(cfg)
+	if err != nil {
+		return err
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/api/v1/index/rebuild", nil)
 	if err != nil {
 		return err

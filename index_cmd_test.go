@@ -124,6 +124,19 @@ func TestIndexCommands(t *testing.T) {
 	if code, body := getKey("user-8"); code != 200 || body != "v2708" {
 		t.Fatalf("user-8 after the online rebuild: %d %s", code, body)
 	}
+	// Without a token too: the unix socket in data_dir (owner-only) is how
+	// the nightly timer, running as korvet's user, reaches it.
+	noToken := filepath.Join(t.TempDir(), "korvet.toml")
+	noTokenText := strings.Replace(text, "admin_token = \"0123456789abcdef0123\"\n", "", 1)
+	if strings.Contains(noTokenText, "admin_token") {
+		t.Fatal("the config still has an admin token")
+	}
+	if err := os.WriteFile(noToken, []byte(noTokenText), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errOut := runCmd("index", "rebuild", "--config", noToken); code != 0 || !strings.Contains(out, "rebuilt online") {
+		t.Fatalf("rebuild over the admin socket: %d %s %s", code, out, errOut)
+	}
 	code, _, errOut = runCmd("index", "verify", "--config", cfgPath)
 	if code != 1 || !strings.Contains(errOut, "korvet is running") {
 		t.Fatalf("verify while running: %d %s", code, errOut)

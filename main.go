@@ -193,12 +193,23 @@ func serve(ctx context.Context, cfg Config, logOut io.Writer) error {
 			log.Error("http server", "err", err)
 		}
 	}()
+	// The same API on a unix socket in data_dir, owner-only: local
+	// administration (korvet index rebuild, the nightly timer) without a
+	// token, as the file permissions already say who may.
+	us, err := serveAdminSocket(adminSocket(cfg), hs.Handler, log)
+	if err != nil {
+		log.Warn("no local admin socket; korvet index rebuild needs [http] admin_token while korvet runs", "err", err)
+	}
 	log.Info("korvet started", append(append([]any{"version", version}, logListeners...), "http", hln.Addr().String(), "redis", cfg.Redis.URL, "keyspace", cfg.Redis.Keyspace)...)
 
 	err = ks.ServeListeners(ctx, cfg.ShutdownGrace.Duration, kls...)
 	shutCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_ = hs.Shutdown(shutCtx)
+	if us != nil {
+		_ = us.Shutdown(shutCtx)
+		_ = os.Remove(adminSocket(cfg))
+	}
 	log.Info("korvet stopped")
 	return err
 }
@@ -222,4 +233,29 @@ func tieringStatus(eng *engine.Engine) func(context.Context) (web.TieringStatus,
 		}
 		return out, nil
 	}
+}
+
+// serveAdminSocket serves h on a unix socket readable by korvet's user
+// only; requests on it count as the local administrator's.
+func serveAdminSocket(path string, h http.Handler, log *slog.Logger) (*http.Server, error) {
+	if fi, err := os.Lstat(path); err == nil && fi.Mode()&os.ModeSocket != 0 {
+		// Left by a korvet that did not stop cleanly: nothing else can
+		// hold it, as the index lock in the same data_dir says.
+		_ = os.Remove(path)
+	}
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("admin socket %s: %w", path, err)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("admin socket %s: %w", path, err)
+	}
+	us := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ConnContext: func(ctx context.Context, _ net.Conn) context.Context { return web.LocalAdmin(ctx) }}
+	go func() {
+		if err := us.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("admin socket", "err", err)
+		}
+	}()
+	return us, nil
 }

@@ -343,22 +343,30 @@ type proc struct {
 	logs      *syncBuffer
 	kafkaAddr string
 	httpBase  string
+	// bin and cfg start it again (relaunch); redis is the Redis it uses.
+	bin, cfg string
+	redis    *testbed.Redis
 }
 
 // startKorvet builds korvet (once), starts it against a fresh redis-server
 // and waits until /healthz answers 200. extra is appended to its config.
 func startKorvet(t *testing.T, extra string) *proc {
 	t.Helper()
-	bin := korvetBinary(t)
-	r := testbed.StartRedis(t)
+	return startKorvetOn(t, testbed.StartRedis(t), extra)
+}
+
+// startKorvetOn is startKorvet on a given Redis.
+func startKorvetOn(t *testing.T, r *testbed.Redis, extra string) *proc {
+	t.Helper()
 	kafkaPort, httpPort := testbed.FreePort(t), testbed.FreePort(t)
 	p := &proc{
-		exited:    make(chan error, 1),
 		logs:      &syncBuffer{},
 		kafkaAddr: fmt.Sprintf("127.0.0.1:%d", kafkaPort),
 		httpBase:  fmt.Sprintf("http://127.0.0.1:%d", httpPort),
+		bin:       korvetBinary(t),
+		redis:     r,
 	}
-	cfg := writeConfig(t, fmt.Sprintf(`data_dir = %q
+	p.cfg = writeConfig(t, fmt.Sprintf(`data_dir = %q
 log_level = "info"
 %s
 [kafka]
@@ -368,12 +376,6 @@ listen = "127.0.0.1:%d"
 [redis]
 url = %q
 `, t.TempDir(), extra, p.kafkaAddr, httpPort, r.URL))
-	p.cmd = exec.Command(bin, "serve", "--config", cfg)
-	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { p.exited <- p.cmd.Wait() }()
 	// Registered after StartRedis's cleanup, so it runs before it.
 	t.Cleanup(func() {
 		if !p.done {
@@ -384,6 +386,23 @@ url = %q
 			t.Logf("korvet log:\n%s", p.logs.String())
 		}
 	})
+	p.launch(t)
+	return p
+}
+
+// launch starts the binary with p's config and waits until /healthz
+// answers 200 and korvet has logged that it started.
+func (p *proc) launch(t *testing.T) {
+	t.Helper()
+	p.exited, p.done = make(chan error, 1), false
+	started := strings.Count(p.logs.String(), "korvet started")
+	p.cmd = exec.Command(p.bin, "serve", "--config", p.cfg)
+	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
+	if err := p.cmd.Start(); err != nil {
+		p.done = true
+		t.Fatal(err)
+	}
+	go func() { p.exited <- p.cmd.Wait() }()
 
 	hc := &http.Client{Timeout: 2 * time.Second}
 	deadline := time.Now().Add(20 * time.Second)
@@ -397,14 +416,27 @@ url = %q
 		default:
 		}
 		code, _, err := httpGet(hc, p.httpBase+"/healthz")
-		if err == nil && code == http.StatusOK && strings.Contains(p.logs.String(), "korvet started") {
-			return p
+		if err == nil && code == http.StatusOK && strings.Count(p.logs.String(), "korvet started") > started {
+			return
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("/healthz did not answer 200 within 20s (last: %d, %v)", code, err)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// kill ends korvet with SIGKILL, as a crash would, and waits for it.
+func (p *proc) kill(t *testing.T) {
+	t.Helper()
+	if p.done {
+		return
+	}
+	if err := p.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-p.exited
+	p.done = true
 }
 
 // stop sends SIGTERM and waits up to limit for the exit; it returns how

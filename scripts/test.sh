@@ -49,6 +49,14 @@ section "go vet ./..."
 go vet ./...
 echo "ok"
 
+section "staticcheck ./..."
+if ! command -v staticcheck >/dev/null 2>&1 && [[ ! -x $gobin/staticcheck ]]; then
+	log "installing staticcheck 2026.2.2"
+	GOFLAGS=-buildvcs=false go install honnef.co/go/tools/cmd/staticcheck@v0.8.2 || die "go install staticcheck failed"
+fi
+staticcheck ./...
+echo "ok"
+
 section "gofmt"
 unformatted=$(gofmt -l .)
 if [[ -n $unformatted ]]; then

@@ -207,8 +207,23 @@ func (s *server) readyz(w http.ResponseWriter, r *http.Request) {
 // admin lets a request through only with "Authorization: Bearer <token>"
 // matching [http] admin_token. A header (not a cookie or a query
 // parameter) is what keeps other sites' pages from forging the request.
+// localAdmin marks requests that came over korvet's unix socket in
+// data_dir: the socket's file permissions (owner only) are the check, so
+// the local korvet user (the nightly index rebuild) needs no token.
+type localAdmin struct{}
+
+// LocalAdmin returns ctx marked as a local administrator's: use it as the
+// ConnContext of the server on the unix socket.
+func LocalAdmin(ctx context.Context) context.Context {
+	return context.WithValue(ctx, localAdmin{}, true)
+}
+
 func (s *server) admin(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		if local, _ := r.Context().Value(localAdmin{}).(bool); local {
+			next(w, r)
+			return
+		}
 		if s.adminHash == nil {
 			writeError(w, http.StatusForbidden, "state-changing endpoints are disabled: set [http] admin_token in korvet.toml")
 			return
