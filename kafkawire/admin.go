@@ -21,10 +21,7 @@ func handleDeleteRecords(ctx context.Context, c *conn, kreq kmsg.Request) func()
 			for _, rp := range rt.Partitions {
 				sp := kmsg.NewDeleteRecordsResponseTopicPartition()
 				sp.Partition, sp.LowWatermark = rp.Partition, -1
-				var p *engine.Partition
-				if t != nil {
-					p = t.Partition(rp.Partition)
-				}
+				p := partitionOf(t, rp.Partition)
 				if p == nil {
 					sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 				} else if lw, err := p.DeleteRecords(ctx, rp.Offset); err != nil {
@@ -53,10 +50,7 @@ func handleOffsetForLeaderEpoch(_ context.Context, c *conn, kreq kmsg.Request) f
 			for _, rp := range rt.Partitions {
 				sp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
 				sp.Partition, sp.LeaderEpoch, sp.EndOffset = rp.Partition, -1, -1
-				var p *engine.Partition
-				if t != nil {
-					p = t.Partition(rp.Partition)
-				}
+				p := partitionOf(t, rp.Partition)
 				switch {
 				case p == nil:
 					sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
@@ -98,10 +92,7 @@ func handleDescribeProducers(_ context.Context, c *conn, kreq kmsg.Request) func
 			for _, id := range rt.Partitions {
 				sp := kmsg.NewDescribeProducersResponseTopicPartition()
 				sp.Partition = id
-				var p *engine.Partition
-				if t != nil {
-					p = t.Partition(id)
-				}
+				p := partitionOf(t, id)
 				if p == nil {
 					sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 				} else {
@@ -159,4 +150,13 @@ func handleDescribeLogDirs(_ context.Context, c *conn, kreq kmsg.Request) func()
 		resp.Dirs = append(resp.Dirs, dir)
 		return resp
 	}
+}
+
+// partitionOf is partition id of t, or nil when t is nil or has no such
+// partition.
+func partitionOf(t *engine.Topic, id int32) *engine.Partition {
+	if t == nil {
+		return nil
+	}
+	return t.Partition(id)
 }

@@ -128,18 +128,15 @@ func handleAlterConfigs(ctx context.Context, c *conn, kreq kmsg.Request) func() 
 		for _, rr := range req.Resources {
 			sr := kmsg.NewAlterConfigsResponseResource()
 			sr.ResourceType, sr.ResourceName = rr.ResourceType, rr.ResourceName
-			var err error
-			if rr.ResourceType != kmsg.ConfigResourceTypeTopic {
-				err = fmt.Errorf("%w: only topic configs can be altered; broker defaults come from korvet.toml", engine.ErrInvalidConfig)
-			} else {
+			err := alterTopicOnly(rr.ResourceType, func() error {
 				set := map[string]string{}
 				for _, cf := range rr.Configs {
 					if cf.Value != nil {
 						set[cf.Name] = *cf.Value
 					}
 				}
-				err = c.s.eng.AlterConfigs(ctx, rr.ResourceName, set, req.ValidateOnly)
-			}
+				return c.s.eng.AlterConfigs(ctx, rr.ResourceName, set, req.ValidateOnly)
+			})
 			sr.ErrorCode, sr.ErrorMessage = errorCode(err), errMsg(err)
 			resp.Resources = append(resp.Resources, sr)
 		}
@@ -154,10 +151,7 @@ func handleIncrementalAlterConfigs(ctx context.Context, c *conn, kreq kmsg.Reque
 		for _, rr := range req.Resources {
 			sr := kmsg.NewIncrementalAlterConfigsResponseResource()
 			sr.ResourceType, sr.ResourceName = rr.ResourceType, rr.ResourceName
-			var err error
-			if rr.ResourceType != kmsg.ConfigResourceTypeTopic {
-				err = fmt.Errorf("%w: only topic configs can be altered; broker defaults come from korvet.toml", engine.ErrInvalidConfig)
-			} else {
+			err := alterTopicOnly(rr.ResourceType, func() error {
 				ops := make([]engine.ConfigOp, 0, len(rr.Configs))
 				for _, cf := range rr.Configs {
 					op := engine.ConfigOp{Name: cf.Name, Op: int8(cf.Op)}
@@ -166,13 +160,22 @@ func handleIncrementalAlterConfigs(ctx context.Context, c *conn, kreq kmsg.Reque
 					}
 					ops = append(ops, op)
 				}
-				err = c.s.eng.IncrementalAlterConfigs(ctx, rr.ResourceName, ops, req.ValidateOnly)
-			}
+				return c.s.eng.IncrementalAlterConfigs(ctx, rr.ResourceName, ops, req.ValidateOnly)
+			})
 			sr.ErrorCode, sr.ErrorMessage = errorCode(err), errMsg(err)
 			resp.Resources = append(resp.Resources, sr)
 		}
 		return resp
 	}
+}
+
+// alterTopicOnly runs alter for topic resources; broker configs come from
+// korvet.toml and cannot be altered over the wire.
+func alterTopicOnly(rt kmsg.ConfigResourceType, alter func() error) error {
+	if rt != kmsg.ConfigResourceTypeTopic {
+		return fmt.Errorf("%w: only topic configs can be altered; broker defaults come from korvet.toml", engine.ErrInvalidConfig)
+	}
+	return alter()
 }
 
 func handleCreatePartitions(ctx context.Context, c *conn, kreq kmsg.Request) func() kmsg.Response {
