@@ -68,7 +68,8 @@ type Config struct {
 	// fetches a footer from the store once per file. Empty: memory only.
 	CacheDir string
 	// RowGroupBytes is the record payload per Parquet row group (default
-	// 4 MiB): a fetch from the middle of a file reads about this much.
+	// 256 KiB): a read from the middle of a file fetches and decodes about
+	// this much, which is what a KV point read of an archived key costs.
 	RowGroupBytes int
 	// ReadCacheBytes bounds the memory of decoded row groups kept for
 	// consumers reading on (default 64 MiB).
@@ -159,7 +160,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Store, error) {
 		return nil, fmt.Errorf("cold: namespace %q must not contain '/', '.' or 0x1f", cfg.Namespace)
 	}
 	if cfg.RowGroupBytes <= 0 {
-		cfg.RowGroupBytes = 4 << 20
+		cfg.RowGroupBytes = 256 << 10
 	}
 	if cfg.ReadCacheBytes <= 0 {
 		cfg.ReadCacheBytes = 64 << 20

@@ -8,6 +8,7 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/korvet/korvet/cold"
@@ -97,6 +98,11 @@ func (e *Engine) tieringLoop() {
 	}
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
+	// After a failed round (the object store down, say) the next waits
+	// longer, doubling up to a minute, so an outage costs a warning now
+	// and then rather than a flood.
+	var backoff time.Duration
+	var next time.Time
 	for {
 		select {
 		case <-e.bg.Done():
@@ -104,14 +110,22 @@ func (e *Engine) tieringLoop() {
 		case <-tick.C:
 		case <-e.tier.wake:
 		}
-		e.archiveRound(e.bg)
+		if time.Now().Before(next) {
+			continue
+		}
+		if e.archiveRound(e.bg) == 0 {
+			backoff = 0
+			continue
+		}
+		backoff = min(max(2*backoff, interval), time.Minute)
+		next = time.Now().Add(backoff)
 	}
 }
 
 // archiveRound archives every sealed segment, lets archived ones leave
 // Redis when local retention says so, and deletes cold files retention
-// has removed.
-func (e *Engine) archiveRound(ctx context.Context) {
+// has removed. It returns how many steps failed.
+func (e *Engine) archiveRound(ctx context.Context) int {
 	type job struct {
 		p  *Partition
 		sg Segment
@@ -135,20 +149,24 @@ func (e *Engine) archiveRound(ctx context.Context) {
 	}
 	sem := make(chan struct{}, archiveConcurrency)
 	var wg sync.WaitGroup
+	var failed atomic.Int64
 	for _, j := range jobs {
 		sem <- struct{}{}
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
 			if err := j.p.archive(ctx, j.sg); err != nil && ctx.Err() == nil {
+				failed.Add(1)
 				e.tierError(fmt.Errorf("archive %s/%d segment %d: %w", j.p.t.name, j.p.id, j.sg.ID, err))
 			}
 		}()
 	}
 	wg.Wait()
 	if err := e.collectColdGarbage(ctx); err != nil && ctx.Err() == nil {
+		failed.Add(1)
 		e.tierError(err)
 	}
+	return int(failed.Load())
 }
 
 func (e *Engine) tierError(err error) {

@@ -30,6 +30,9 @@ type broker struct {
 	cancel context.CancelFunc
 	done   chan error
 	opts   engine.Options
+	// kopts are the server's options; AdvertisedHost, AdvertisedPort and
+	// Logger are filled in, MaxRequestBytes defaults to 8 MiB.
+	kopts kafkawire.Options
 }
 
 func testLogger() *slog.Logger {
@@ -41,7 +44,13 @@ func testLogger() *slog.Logger {
 
 func startBroker(t testing.TB, opts engine.Options) *broker {
 	t.Helper()
-	b := &broker{t: t, redis: testbed.StartRedis(t), opts: opts}
+	return startBrokerWith(t, opts, kafkawire.Options{})
+}
+
+// startBrokerWith is startBroker with server options.
+func startBrokerWith(t testing.TB, opts engine.Options, kopts kafkawire.Options) *broker {
+	t.Helper()
+	b := &broker{t: t, redis: testbed.StartRedis(t), opts: opts, kopts: kopts}
 	b.start("127.0.0.1:0")
 	t.Cleanup(b.stop)
 	return b
@@ -67,7 +76,12 @@ func (b *broker) start(listen string) {
 		b.t.Fatal(err)
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
-	srv := kafkawire.NewServer(eng, kafkawire.Options{AdvertisedHost: "127.0.0.1", AdvertisedPort: int32(port), Logger: opts.Logger, MaxRequestBytes: 8 << 20})
+	kopts := b.kopts
+	kopts.AdvertisedHost, kopts.AdvertisedPort, kopts.Logger = "127.0.0.1", int32(port), opts.Logger
+	if kopts.MaxRequestBytes == 0 {
+		kopts.MaxRequestBytes = 8 << 20
+	}
+	srv := kafkawire.NewServer(eng, kopts)
 	sctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(sctx, ln, 5*time.Second) }()

@@ -16,6 +16,19 @@ import (
 // client asks.
 const maxFetchWait = 30 * time.Second
 
+// MaxFetchResponseBytes caps the record bytes of one fetch response,
+// whatever max_bytes asks (clients default to 50 MB). As in Kafka, the
+// first partition still returns at least one batch when that is larger.
+const MaxFetchResponseBytes = 64 << 20
+
+// fetchLimit is the record bytes a fetch may return.
+func fetchLimit(req *kmsg.FetchRequest) int {
+	if req.Version < 3 || req.MaxBytes <= 0 {
+		return MaxFetchResponseBytes
+	}
+	return min(int(req.MaxBytes), MaxFetchResponseBytes)
+}
+
 // handleFetch answers a fetch: it reads what is there and, when that is
 // less than min_bytes, waits until a partition it asked for gets new
 // records or max_wait passes. korvet does not keep fetch sessions (it
@@ -87,10 +100,7 @@ func handleFetch(ctx context.Context, c *conn, kreq kmsg.Request) func() kmsg.Re
 // (an error answer is returned without waiting).
 func (c *conn) fetchOnce(ctx context.Context, req *kmsg.FetchRequest, parts [][]*engine.Partition) (*kmsg.FetchResponse, int, bool) {
 	resp := req.ResponseKind().(*kmsg.FetchResponse)
-	budget := int(req.MaxBytes)
-	if req.Version < 3 || budget <= 0 {
-		budget = 1 << 30
-	}
+	budget := fetchLimit(req)
 	total := 0
 	failed := false
 	resp.Topics = make([]kmsg.FetchResponseTopic, len(req.Topics))

@@ -38,6 +38,13 @@ type Options struct {
 	// MaxInFlight bounds the requests one connection may have in flight:
 	// beyond it korvet stops reading from that connection. Default 64.
 	MaxInFlight int
+	// MaxInFlightBytes bounds the fetch response bytes one connection may
+	// have reserved and not yet written: a fetch reserves what it may
+	// return (at most MaxFetchResponseBytes) before it is read, and
+	// beyond the bound korvet stops reading from that connection until
+	// the client takes its responses. A fetch larger than the bound still
+	// runs when nothing else is reserved. Default 64 MiB.
+	MaxInFlightBytes int64
 	// MaxConnections bounds concurrent connections; 0 means 10000.
 	MaxConnections int
 	// Auth holds users and ACLs. SASL listeners and ACLs need it; with it
@@ -86,6 +93,9 @@ func NewServer(eng *engine.Engine, opts Options) *Server {
 	}
 	if opts.MaxInFlight <= 0 {
 		opts.MaxInFlight = 64
+	}
+	if opts.MaxInFlightBytes <= 0 {
+		opts.MaxInFlightBytes = 64 << 20
 	}
 	if opts.MaxConnections <= 0 {
 		opts.MaxConnections = 10000
@@ -196,6 +206,57 @@ type slot struct {
 	done   chan struct{}
 	frame  []byte // the encoded response frame, or nil for no response
 	closer bool   // close the connection instead of answering
+	// reserved is what the request holds of its connection's byte
+	// budget; the writer releases it once the frame is written.
+	reserved int64
+}
+
+// byteBudget bounds the response bytes a connection has reserved but not
+// yet written. The reader takes reservations in request order, so a wait
+// only ever depends on earlier responses, which the writer sends and
+// releases whatever later requests do: no deadlock.
+type byteBudget struct {
+	mu    sync.Mutex
+	max   int64
+	used  int64
+	freed chan struct{} // closed and replaced on every release
+}
+
+func newByteBudget(max int64) *byteBudget {
+	return &byteBudget{max: max, freed: make(chan struct{})}
+}
+
+// acquire reserves n bytes, waiting while earlier requests hold too much.
+// A reservation larger than the whole budget goes through once nothing
+// else is held. It returns false when ctx ends first.
+func (b *byteBudget) acquire(ctx context.Context, n int64) bool {
+	for {
+		b.mu.Lock()
+		if b.used == 0 || b.used+n <= b.max {
+			b.used += n
+			b.mu.Unlock()
+			return true
+		}
+		freed := b.freed
+		b.mu.Unlock()
+		select {
+		case <-freed:
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// release gives n reserved bytes back.
+func (b *byteBudget) release(n int64) {
+	if n <= 0 {
+		return
+	}
+	b.mu.Lock()
+	b.used -= n
+	close(b.freed)
+	b.freed = make(chan struct{})
+	b.mu.Unlock()
 }
 
 type conn struct {
@@ -203,6 +264,7 @@ type conn struct {
 	nc      net.Conn
 	l       *listener // the listener it came in on
 	out     chan *slot
+	budget  *byteBudget // fetch response bytes not yet written
 	reading atomic.Bool
 	// clientID is the last request's client id, for logs.
 	clientID string
@@ -220,7 +282,7 @@ type conn struct {
 }
 
 func (s *Server) newConn(nc net.Conn, l *listener) *conn {
-	c := &conn{s: s, nc: nc, l: l, out: make(chan *slot, s.opts.MaxInFlight)}
+	c := &conn{s: s, nc: nc, l: l, out: make(chan *slot, s.opts.MaxInFlight), budget: newByteBudget(s.opts.MaxInFlightBytes)}
 	c.reading.Store(true)
 	return c
 }
@@ -319,6 +381,16 @@ func (c *conn) dispatch(ctx context.Context, body []byte, sl *slot) bool {
 		c.s.log.Warn("closing connection: request before SASL authentication", "remote", c.nc.RemoteAddr(), "client", c.clientID, "api", kmsg.NameForKey(h.key))
 		return false
 	}
+	// A fetch reserves what it may return before it starts: a client that
+	// does not read its responses stops being read from instead of piling
+	// them up in korvet's memory.
+	if fr, ok := req.(*kmsg.FetchRequest); ok {
+		n := int64(fetchLimit(fr))
+		if !c.budget.acquire(ctx, n) {
+			return false
+		}
+		sl.reserved = n
+	}
 	// The slot goes into the queue before any work starts, so responses
 	// leave in request order however long each takes.
 	c.out <- sl
@@ -331,6 +403,11 @@ func (c *conn) dispatch(ctx context.Context, body []byte, sl *slot) bool {
 			if r := recover(); r != nil {
 				c.s.log.Error("handler panic; closing connection", "api", kmsg.NameForKey(h.key), "panic", r)
 				sl.closer = true
+			}
+			// Keep only what the frame needs of the reservation.
+			if extra := sl.reserved - int64(len(sl.frame)); extra > 0 {
+				c.budget.release(extra)
+				sl.reserved -= extra
 			}
 			observe(resp, len(sl.frame))
 		}()
@@ -348,20 +425,11 @@ func (c *conn) writeLoop() {
 	broken := false
 	for sl := range c.out {
 		<-sl.done
-		if broken {
-			continue
-		}
-		if sl.closer {
+		ok := c.writeSlot(bw, sl, broken)
+		c.budget.release(sl.reserved)
+		if !ok {
 			broken = true
-			c.nc.Close()
 			continue
-		}
-		if sl.frame != nil {
-			if _, err := bw.Write(sl.frame); err != nil {
-				broken = true
-				c.nc.Close()
-				continue
-			}
 		}
 		if len(c.out) == 0 {
 			if err := bw.Flush(); err != nil {
@@ -373,6 +441,25 @@ func (c *conn) writeLoop() {
 	if !broken {
 		_ = bw.Flush()
 	}
+}
+
+// writeSlot writes one slot's frame; it returns false when the connection
+// is (or now is) broken.
+func (c *conn) writeSlot(bw *bufio.Writer, sl *slot, broken bool) bool {
+	if broken {
+		return false
+	}
+	if sl.closer {
+		c.nc.Close()
+		return false
+	}
+	if sl.frame != nil {
+		if _, err := bw.Write(sl.frame); err != nil {
+			c.nc.Close()
+			return false
+		}
+	}
+	return true
 }
 
 // header is a decoded request header.

@@ -171,7 +171,7 @@ func redisWarnings(info engine.RedisInfo) []string {
 		w = append(w, fmt.Sprintf("Redis maxmemory-policy is %s: when memory runs out Redis may evict korvet's streams. Use noeviction.", p))
 	}
 	if info.MaxMemory > 0 && info.UsedMemory > info.MaxMemory/10*9 {
-		w = append(w, fmt.Sprintf("Redis uses %d%% of its maxmemory.", info.UsedMemory*100/info.MaxMemory))
+		w = append(w, fmt.Sprintf("Redis uses %d%% of its maxmemory: when it is full Redis refuses writes and produce fails (KAFKA_STORAGE_ERROR, retried by clients) until there is room. Raise maxmemory or lower retention.", info.UsedMemory*100/info.MaxMemory))
 	}
 	if !info.RDBLastBgsaveOK && info.Raw["rdb_last_bgsave_status"] != "" {
 		w = append(w, "Redis failed its last RDB snapshot: check its disk.")

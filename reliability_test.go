@@ -1,0 +1,595 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/korvet/korvet/internal/testbed"
+	"github.com/korvet/korvet/resp"
+)
+
+// ack is one acknowledged record: the producer's sequence number and where
+// korvet said it put it.
+type ack struct {
+	seq       int
+	partition int32
+	offset    int64
+}
+
+// loadProducer keeps producing records with sequence numbers in their
+// values (and keys key-000..key-199) through franz-go's default producer:
+// idempotent, acks=all, retrying without limit.
+type loadProducer struct {
+	cl     *kgo.Client
+	topic  string
+	stop   chan struct{}
+	done   chan struct{}
+	mu     sync.Mutex
+	acked  []ack
+	failed []error
+	sent   int
+}
+
+func startLoad(t *testing.T, addr, topic string, firstSeq int) *loadProducer {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic(topic),
+		kgo.MaxBufferedRecords(2000), kgo.RetryBackoffFn(func(int) time.Duration { return 100 * time.Millisecond }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	lp := &loadProducer{cl: cl, topic: topic, stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(lp.done)
+		for seq := firstSeq; ; seq++ {
+			select {
+			case <-lp.stop:
+				return
+			default:
+			}
+			lp.produce(seq)
+			if seq%100 == 99 {
+				time.Sleep(5 * time.Millisecond) // a steady stream, not a flood
+			}
+		}
+	}()
+	return lp
+}
+
+func (lp *loadProducer) produce(seq int) {
+	lp.mu.Lock()
+	lp.sent++
+	lp.mu.Unlock()
+	rec := &kgo.Record{Key: fmt.Appendf(nil, "key-%03d", seq%200), Value: fmt.Appendf(nil, "seq=%d", seq)}
+	lp.cl.Produce(context.Background(), rec, func(r *kgo.Record, err error) {
+		lp.mu.Lock()
+		defer lp.mu.Unlock()
+		if err != nil {
+			lp.failed = append(lp.failed, fmt.Errorf("seq %d: %w", seq, err))
+			return
+		}
+		lp.acked = append(lp.acked, ack{seq: seq, partition: r.Partition, offset: r.Offset})
+	})
+}
+
+func (lp *loadProducer) ackedCount() int {
+	lp.mu.Lock()
+	defer lp.mu.Unlock()
+	return len(lp.acked)
+}
+
+// waitAcked waits until n records are acknowledged.
+func (lp *loadProducer) waitAcked(t *testing.T, n int, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for lp.ackedCount() < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d of %d records acknowledged after %v", lp.ackedCount(), n, within)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// finish stops producing and waits until every record sent is answered.
+func (lp *loadProducer) finish(t *testing.T) {
+	t.Helper()
+	close(lp.stop)
+	<-lp.done
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	if err := lp.cl.Flush(ctx); err != nil {
+		t.Fatalf("flush: %v", err)
+	}
+	lp.mu.Lock()
+	defer lp.mu.Unlock()
+	if len(lp.failed) > 0 {
+		t.Errorf("%d of %d records failed (franz-go retries without limit, so none should); first: %v", len(lp.failed), lp.sent, lp.failed[0])
+	}
+}
+
+// checkLog reads every partition of topic from the start and checks that
+// each acknowledged record is in the log exactly once, at the offset it
+// was acknowledged with, and that each partition holds its records in the
+// order they were sent (no record, acknowledged or not, twice). It returns
+// the last value per key.
+func checkLog(t *testing.T, addr, topic string, acked []ack) map[string]string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	adm, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer adm.Close()
+	ends, err := kadm.NewClient(adm).ListEndOffsets(ctx, topic)
+	if err != nil {
+		t.Fatalf("list end offsets: %v", err)
+	}
+	want := map[int32]int64{}
+	total := int64(0)
+	ends.Each(func(o kadm.ListedOffset) {
+		want[o.Partition] = o.Offset
+		total += o.Offset
+	})
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	type pos struct {
+		p int32
+		o int64
+	}
+	at := map[pos]int{}              // seq at each offset
+	seen := map[int]int{}            // times each seq is in the log
+	lastSeq := map[int32]int{}       // per partition, to check order
+	next := map[int32]int64{}        // per partition, to check density
+	lastValue := map[string]string{} // per key
+	read := int64(0)
+	for read < total {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("read back %d of %d records: %v", read, total, ctx.Err())
+		}
+		for _, fe := range fs.Errors() {
+			t.Fatalf("read back: %s[%d]: %v", fe.Topic, fe.Partition, fe.Err)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			read++
+			seq, err := strconv.Atoi(strings.TrimPrefix(string(r.Value), "seq="))
+			if err != nil {
+				t.Fatalf("record %d/%d: value %q", r.Partition, r.Offset, r.Value)
+			}
+			if r.Offset != next[r.Partition] {
+				t.Errorf("partition %d: offset %d after %d", r.Partition, r.Offset, next[r.Partition]-1)
+			}
+			next[r.Partition] = r.Offset + 1
+			if last, ok := lastSeq[r.Partition]; ok && seq <= last {
+				t.Errorf("partition %d offset %d: seq %d after seq %d (duplicate or out of order)", r.Partition, r.Offset, seq, last)
+			}
+			lastSeq[r.Partition] = seq
+			at[pos{r.Partition, r.Offset}] = seq
+			seen[seq]++
+			lastValue[string(r.Key)] = string(r.Value)
+		})
+	}
+	missing := 0
+	for _, a := range acked {
+		got, ok := at[pos{a.partition, a.offset}]
+		switch {
+		case !ok || got != a.seq:
+			if missing++; missing <= 10 {
+				t.Errorf("acknowledged seq %d at %d/%d: the log has %d there (present: %v)", a.seq, a.partition, a.offset, got, ok)
+			}
+		case seen[a.seq] != 1:
+			t.Errorf("acknowledged seq %d is in the log %d times", a.seq, seen[a.seq])
+		}
+	}
+	if missing > 0 {
+		t.Errorf("%d of %d acknowledged records are not where korvet said", missing, len(acked))
+	}
+	t.Logf("log of %s: %d records in %d partitions, %d acknowledged records all present once", topic, read, len(want), len(acked)-missing)
+	return lastValue
+}
+
+// groupConsumer consumes in a group and commits after every poll,
+// remembering the offsets korvet accepted.
+type groupConsumer struct {
+	cancel    context.CancelFunc
+	done      chan struct{}
+	mu        sync.Mutex
+	committed map[int32]int64 // next offset to read, per partition
+	commits   int
+}
+
+func startGroupConsumer(t *testing.T, addr, topic, group string) *groupConsumer {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DisableAutoCommit(),
+		kgo.RetryBackoffFn(func(int) time.Duration { return 100 * time.Millisecond }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	g := &groupConsumer{cancel: cancel, done: make(chan struct{}), committed: map[int32]int64{}}
+	go func() {
+		defer close(g.done)
+		defer cl.Close()
+		for ctx.Err() == nil {
+			fs := cl.PollFetches(ctx)
+			recs := fs.Records()
+			if len(recs) == 0 {
+				continue
+			}
+			cctx, ccancel := context.WithTimeout(ctx, 10*time.Second)
+			err := cl.CommitRecords(cctx, recs...)
+			ccancel()
+			if err != nil {
+				continue // korvet may be down; the commit may or may not have landed
+			}
+			g.mu.Lock()
+			for _, r := range recs {
+				g.committed[r.Partition] = max(g.committed[r.Partition], r.Offset+1)
+			}
+			g.commits++
+			g.mu.Unlock()
+		}
+	}()
+	return g
+}
+
+func (g *groupConsumer) snapshot() (map[int32]int64, int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	m := make(map[int32]int64, len(g.committed))
+	for p, o := range g.committed {
+		m[p] = o
+	}
+	return m, g.commits
+}
+
+func (g *groupConsumer) close() (map[int32]int64, int) {
+	g.cancel()
+	<-g.done
+	return g.snapshot()
+}
+
+// checkCommits checks that korvet holds, for each partition, at least the
+// offsets the group saw accepted.
+func checkCommits(t *testing.T, ctx context.Context, adm *kadm.Client, group string, want map[int32]int64, when string) kadm.OffsetResponses {
+	t.Helper()
+	got, err := adm.FetchOffsets(ctx, group)
+	if err != nil {
+		t.Fatalf("%s: fetch offsets: %v", when, err)
+	}
+	for p, o := range want {
+		for tp, r := range got {
+			_ = tp
+			if or, ok := r[p]; ok && or.At < o {
+				t.Errorf("%s: group %s partition %d committed at %d, but a commit of %d was acknowledged", when, group, p, or.At, o)
+			}
+		}
+	}
+	return got
+}
+
+// TestCrashRecovery SIGKILLs korvet three times during a steady
+// idempotent produce and a committing group consumer. After the restarts
+// every acknowledged record is in the log exactly once, in order, where
+// korvet said; the group's commits held; the KV index agrees with the log
+// (over HTTP, and by `korvet index verify` once korvet stops).
+func TestCrashRecovery(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	p := startKorvet(t, "")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	const topic, group = "crash", "crash-group"
+	acl, err := kgo.NewClient(kgo.SeedBrokers(p.kafkaAddr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer acl.Close()
+	adm := kadm.NewClient(acl)
+	if _, err := adm.CreateTopic(ctx, 3, 1, map[string]*string{"korvet.index.enable": kadm.StringPtr("true")}, topic); err != nil {
+		t.Fatalf("create topic: %v", err)
+	}
+
+	lp := startLoad(t, p.kafkaAddr, topic, 0)
+	gc := startGroupConsumer(t, p.kafkaAddr, topic, group)
+	const kills = 3
+	for i := range kills {
+		lp.waitAcked(t, (i+1)*4000, 2*time.Minute)
+		before, commits := gc.snapshot()
+		p.kill(t)
+		t.Logf("kill %d: %d records acknowledged, %d commits", i+1, lp.ackedCount(), commits)
+		p.launch(t)
+		checkCommits(t, ctx, adm, group, before, fmt.Sprintf("after kill %d", i+1))
+	}
+	lp.waitAcked(t, (kills+1)*4000, 2*time.Minute)
+	lp.finish(t)
+
+	// The group resumes where its commits say.
+	committed, commits := gc.close()
+	got := checkCommits(t, ctx, adm, group, committed, "after the run")
+	resume := map[int32]int64{}
+	got.Each(func(o kadm.OffsetResponse) { resume[o.Partition] = o.At })
+	t.Logf("group made %d commits; committed offsets %v", commits, resume)
+	// A tail of records so that every partition has some past the commits.
+	tail := startLoad(t, p.kafkaAddr, topic, lp.sent)
+	tail.waitAcked(t, 600, time.Minute)
+	tail.finish(t)
+	gcl, err := kgo.NewClient(kgo.SeedBrokers(p.kafkaAddr), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic), kgo.DisableAutoCommit())
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := map[int32]int64{}
+	for len(first) < 3 {
+		fs := gcl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("group resume: saw partitions %v only", first)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			if _, ok := first[r.Partition]; !ok {
+				first[r.Partition] = r.Offset
+			}
+		})
+	}
+	gcl.Close()
+	for part, off := range first {
+		if want, ok := resume[part]; ok && off != want || !ok && off != 0 {
+			t.Errorf("group resumed partition %d at %d, committed %d (%v)", part, off, want, ok)
+		}
+	}
+
+	lp.mu.Lock()
+	acked := append(append([]ack(nil), lp.acked...), tail.acked...)
+	lp.mu.Unlock()
+	last := checkLog(t, p.kafkaAddr, topic, acked)
+
+	// The KV view converges on the log: every key reads as its last value.
+	hc := &http.Client{Timeout: 10 * time.Second}
+	deadline := time.Now().Add(2 * time.Minute)
+	for key, want := range last {
+		for {
+			code, body, err := httpGet(hc, p.httpBase+"/v1/kv/"+topic+"/"+key)
+			if err == nil && code == http.StatusOK && string(body) == want {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("KV %s: %d %q %v, want %q", key, code, body, err, want)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	t.Logf("KV view: all %d keys read as their last value", len(last))
+
+	if _, err := p.stop(t, 30*time.Second); err != nil {
+		t.Errorf("korvet exited with %v after SIGTERM", err)
+	}
+	out, err := exec.Command(p.bin, "index", "verify", "--config", p.cfg).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), ": 0 differences") {
+		t.Fatalf("korvet index verify: %v\n%s", err, out)
+	}
+	t.Logf("index verify: %s", strings.TrimSpace(string(out)))
+}
+
+// probeClient produces without idempotence and without retries, so a
+// produce error reaches the test instead of being retried away.
+func probeClient(t *testing.T, addr string) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DisableIdempotentWrite(), kgo.RecordRetries(0),
+		kgo.ProducerBatchCompression(kgo.NoCompression()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+// expectStorageError checks that err is Kafka's retriable
+// KAFKA_STORAGE_ERROR.
+func expectStorageError(t *testing.T, err error, when string) {
+	t.Helper()
+	if !errors.Is(err, kerr.KafkaStorageError) || !kerr.IsRetriable(err) {
+		t.Fatalf("%s: produce error %v, want the retriable KAFKA_STORAGE_ERROR", when, err)
+	}
+}
+
+// alive fails the test when korvet has exited.
+func (p *proc) alive(t *testing.T) {
+	t.Helper()
+	select {
+	case err := <-p.exited:
+		p.done = true
+		t.Fatalf("korvet exited: %v", err)
+	default:
+	}
+}
+
+// waitStatus polls url until it answers code.
+func waitStatus(t *testing.T, url string, code int, within time.Duration) {
+	t.Helper()
+	hc := &http.Client{Timeout: 5 * time.Second}
+	deadline := time.Now().Add(within)
+	for {
+		got, body, err := httpGet(hc, url)
+		if err == nil && got == code {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %d %s %v; want %d within %v", url, got, body, err, code, within)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestRedisOutage stops Redis for about 10 s under produce load: korvet
+// stays up, /readyz goes red and green again, produce gets a retriable
+// error meanwhile, the producer carries on afterwards and nothing
+// acknowledged is lost.
+func TestRedisOutage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	r := testbed.StartRedis(t) // AOF on, everysec
+	p := startKorvetOn(t, r, "")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	const topic = "outage"
+	acl := probeClient(t, p.kafkaAddr)
+	if _, err := kadm.NewClient(acl).CreateTopic(ctx, 2, 1, nil, topic); err != nil {
+		t.Fatalf("create topic: %v", err)
+	}
+	lp := startLoad(t, p.kafkaAddr, topic, 0)
+	lp.waitAcked(t, 3000, 2*time.Minute)
+
+	r.Stop()
+	down := time.Now()
+	atStop := lp.ackedCount()
+	waitStatus(t, p.httpBase+"/readyz", http.StatusServiceUnavailable, 30*time.Second)
+	pctx, pcancel := context.WithTimeout(ctx, 30*time.Second)
+	err := acl.ProduceSync(pctx, &kgo.Record{Topic: topic, Value: []byte("during the outage")}).FirstErr()
+	pcancel()
+	expectStorageError(t, err, "Redis down")
+	time.Sleep(time.Until(down.Add(10 * time.Second)))
+	p.alive(t)
+	duringOutage := lp.ackedCount() - atStop
+
+	r.Restart(t)
+	up := time.Now()
+	waitStatus(t, p.httpBase+"/readyz", http.StatusOK, time.Minute)
+	ready := time.Since(up)
+	lp.waitAcked(t, lp.ackedCount()+3000, 2*time.Minute)
+	lp.finish(t)
+	t.Logf("Redis down %v; %d records acknowledged at the stop, %d more while down (in flight); /readyz green %v after Redis returned; %d acknowledged in all",
+		up.Sub(down).Round(100*time.Millisecond), atStop, duringOutage, ready.Round(10*time.Millisecond), lp.ackedCount())
+	lp.mu.Lock()
+	acked := append([]ack(nil), lp.acked...)
+	lp.mu.Unlock()
+	checkLog(t, p.kafkaAddr, topic, acked)
+	p.alive(t)
+}
+
+// TestRedisFull fills a Redis with maxmemory and noeviction: produce gets
+// the retriable KAFKA_STORAGE_ERROR, consumers still read everything,
+// the status page says why, and produce works again once Redis has room.
+func TestRedisFull(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	r := testbed.StartRedis(t, "--maxmemory", "20mb", "--maxmemory-policy", "noeviction")
+	p := startKorvetOn(t, r, "")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	const topic = "full"
+	cl := probeClient(t, p.kafkaAddr)
+	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 1, nil, topic); err != nil {
+		t.Fatalf("create topic: %v", err)
+	}
+	value := []byte(strings.Repeat("0123456789abcdef", 4096)) // 64 KiB
+	acked := 0
+	var err error
+	for ; acked < 2000; acked++ {
+		pctx, pcancel := context.WithTimeout(ctx, 30*time.Second)
+		err = cl.ProduceSync(pctx, &kgo.Record{Topic: topic, Key: fmt.Appendf(nil, "%d", acked), Value: value}).FirstErr()
+		pcancel()
+		if err != nil {
+			break
+		}
+	}
+	if err == nil {
+		t.Fatalf("%d records of 64 KiB went into a 20 MB Redis without an error", acked)
+	}
+	expectStorageError(t, err, "Redis full")
+	t.Logf("Redis full after %d records of 64 KiB: %v", acked, err)
+	p.alive(t)
+
+	// Consumers keep reading: everything acknowledged, in order.
+	cons, err := kgo.NewClient(kgo.SeedBrokers(p.kafkaAddr), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	for n := 0; n < acked; {
+		fs := cons.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("consumed %d of %d records", n, acked)
+		}
+		for _, fe := range fs.Errors() {
+			t.Fatalf("consume with Redis full: %v", fe.Err)
+		}
+		fs.EachRecord(func(rec *kgo.Record) {
+			if rec.Offset != int64(n) || string(rec.Key) != fmt.Sprint(n) || len(rec.Value) != len(value) {
+				t.Fatalf("record %d: offset %d key %q, %d bytes", n, rec.Offset, rec.Key, len(rec.Value))
+			}
+			n++
+		})
+	}
+
+	// The status page says why.
+	hc := &http.Client{Timeout: 5 * time.Second}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		code, body, err := httpGet(hc, p.httpBase+"/api/v1/status")
+		if err == nil && code == http.StatusOK && strings.Contains(string(body), "maxmemory") && strings.Contains(string(body), "refuses writes") {
+			t.Logf("status: %s", warningsOf(body))
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/api/v1/status does not warn about Redis memory: %d %s %v", code, body, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	waitStatus(t, p.httpBase+"/healthz", http.StatusOK, 10*time.Second)
+
+	// Room again: produce goes through, after the failed appends' resync.
+	rc, err := resp.New(r.URL, resp.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	if rep, err := rc.Do(ctx, "CONFIG", "SET", "maxmemory", "0"); err != nil || rep.Err() != nil {
+		t.Fatalf("CONFIG SET maxmemory 0: %v %v", err, rep.Err())
+	}
+	retrying, err := kgo.NewClient(kgo.SeedBrokers(p.kafkaAddr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer retrying.Close()
+	pctx, pcancel := context.WithTimeout(ctx, time.Minute)
+	defer pcancel()
+	res, err := retrying.ProduceSync(pctx, &kgo.Record{Topic: topic, Key: []byte("after"), Value: value}).First()
+	if err != nil {
+		t.Fatalf("produce once Redis has room: %v", err)
+	}
+	if res.Offset != int64(acked) {
+		t.Errorf("record after the outage at offset %d, want %d (no gap, no lost offsets)", res.Offset, acked)
+	}
+	p.alive(t)
+}
+
+// warningsOf picks the warnings out of a status JSON for the log.
+func warningsOf(body []byte) string {
+	s := string(body)
+	if i := strings.Index(s, `"warnings"`); i >= 0 {
+		s = s[i:]
+		if j := strings.Index(s, "]"); j >= 0 {
+			return s[:j+1]
+		}
+	}
+	return "(no warnings)"
+}
