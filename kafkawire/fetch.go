@@ -3,12 +3,14 @@ package kafkawire
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/korvet/korvet/engine"
+	"github.com/korvet/korvet/engine/record"
 	"github.com/korvet/korvet/kafkawire/records"
 )
 
@@ -148,7 +150,7 @@ func (c *conn) fetchOnce(ctx context.Context, req *kmsg.FetchRequest, parts [][]
 			}
 			sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = res.HighWatermark, res.HighWatermark, res.LogStart
 			if len(res.Records) > 0 {
-				b, err := c.s.buildBatches(res)
+				b, err := c.s.fetchBatches(ctx, p, res, limit)
 				if err != nil {
 					sp.ErrorCode = kerr.UnknownServerError.Code
 					failed = true
@@ -164,21 +166,67 @@ func (c *conn) fetchOnce(ctx context.Context, req *kmsg.FetchRequest, parts [][]
 	return resp, total, failed
 }
 
-// buildBatches turns read records into record batches: one per run of
-// records that came with the same compression, compressed again with it,
-// so consumers get the bandwidth savings their producers chose.
-func (s *Server) buildBatches(res *engine.ReadResult) ([]byte, error) {
+// fetchBatches builds the record batches of a read. Kafka's byte limits
+// count batches as stored, compressed; korvet reads by uncompressed size,
+// so when what it read compresses well below the limit it reads on once,
+// as much again as the compression ratio allows, and answers with that if
+// it still fits: consumers then see a compressed batch whole, as produced.
+func (s *Server) fetchBatches(ctx context.Context, p *engine.Partition, res *engine.ReadResult, limit int) ([]byte, error) {
+	b, err := s.buildBatches(res.Records, res.Codecs)
+	if err != nil || len(b) >= limit/2 || !allCompressed(res.Codecs, len(res.Records)) {
+		return b, err
+	}
+	next := res.Records[len(res.Records)-1].Offset + 1
+	if next >= res.HighWatermark {
+		return b, nil
+	}
+	raw := 0
+	for i := range res.Records {
+		raw += res.Records[i].Size()
+	}
+	more, err := p.Read(ctx, next, min((limit-len(b))*max(raw/max(len(b), 1), 1), 16*limit))
+	if err != nil || len(more.Records) == 0 {
+		if more != nil {
+			more.Release()
+		}
+		return b, nil // what was read first is a fine answer
+	}
+	defer more.Release()
+	recs := append(slices.Clip(res.Records), more.Records...)
+	codecs := append(slices.Clip(res.Codecs), more.Codecs...)
+	if b2, err := s.buildBatches(recs, codecs); err == nil && len(b2) <= limit {
+		return b2, nil
+	}
+	return b, nil
+}
+
+func allCompressed(codecs []int8, n int) bool {
+	if len(codecs) != n {
+		return false
+	}
+	for _, c := range codecs {
+		if c == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// buildBatches turns records into record batches: one per run of records
+// that came with the same compression, compressed again with it, so
+// consumers get the bandwidth savings their producers chose. codecs may be
+// empty (all uncompressed).
+func (s *Server) buildBatches(recs []record.Record, codecs []int8) ([]byte, error) {
 	enc := s.encoders.Get().(*records.Encoder)
 	defer s.encoders.Put(enc)
 	var out []byte
-	recs := res.Records
 	for i := 0; i < len(recs); {
 		codec := int8(0)
-		if len(res.Codecs) == len(recs) {
-			codec = res.Codecs[i]
+		if len(codecs) == len(recs) {
+			codec = codecs[i]
 		}
 		j := i + 1
-		for j < len(recs) && len(res.Codecs) == len(recs) && res.Codecs[j] == codec {
+		for j < len(recs) && len(codecs) == len(recs) && codecs[j] == codec {
 			j++
 		}
 		var err error

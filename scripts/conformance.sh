@@ -25,7 +25,7 @@ set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
-DEFAULT_RUN='^(TestGroupETL|TestGroupSimple|TestUnknownGroupOffsetFetchPinned|TestIssue325|TestConsumeTopicRetrieval|TestConsumeTopicRetrieval_Many|TestIssue337|TestDirectPartitionPurge|TestIssue434|TestAddRemovePartitions|TestPauseIssue489|TestPauseIssueOct2023|TestIssue523|TestIssue648|TestIssue810|TestIssue865|TestHookPollStart|TestPollWaitStateNoUnderflow|TestLookbackMilli|TestIssueFetchLargerThanBrokerMaxReadBytes|TestPing|TestIssue1034|TestPooling|TestConsumeRegex|TestClient_Produce|TestClient_ProduceLargeMessages)$'
+DEFAULT_RUN='^(TestGroupETL|TestGroupSimple|TestUnknownGroupOffsetFetchPinned|TestIssue325|TestConsumeTopicRetrieval|TestConsumeTopicRetrieval_Many|TestIssue337|TestDirectPartitionPurge|TestIssue434|TestAddRemovePartitions|TestPauseIssue489|TestPauseIssueOct2023|TestIssue523|TestIssue648|TestIssue810|TestIssue865|TestHookPollStart|TestPollWaitStateNoUnderflow|TestLookbackMilli|TestIssueFetchLargerThanBrokerMaxReadBytes|TestPing|TestIssue1034|TestPooling|TestConsumeRegex|TestConsumeMaxDecompressBatchBytes|TestClient_Produce|TestClient_ProduceLargeMessages)$'
 RUN=${1:-$DEFAULT_RUN}
 
 # The helpers live here rather than in a shared file so that this script
