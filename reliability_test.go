@@ -268,18 +268,19 @@ func (g *groupConsumer) close() (map[int32]int64, int) {
 
 // checkCommits checks that korvet holds, for each partition, at least the
 // offsets the group saw accepted.
-func checkCommits(t *testing.T, ctx context.Context, adm *kadm.Client, group string, want map[int32]int64, when string) kadm.OffsetResponses {
+func checkCommits(t *testing.T, ctx context.Context, adm *kadm.Client, topic, group string, want map[int32]int64, when string) kadm.OffsetResponses {
 	t.Helper()
 	got, err := adm.FetchOffsets(ctx, group)
 	if err != nil {
 		t.Fatalf("%s: fetch offsets: %v", when, err)
 	}
 	for p, o := range want {
-		for tp, r := range got {
-			_ = tp
-			if or, ok := r[p]; ok && or.At < o {
-				t.Errorf("%s: group %s partition %d committed at %d, but a commit of %d was acknowledged", when, group, p, or.At, o)
-			}
+		r, ok := got.Lookup(topic, p)
+		switch {
+		case !ok || r.Err != nil:
+			t.Errorf("%s: group %s has no commit for partition %d (error %v), but a commit of %d was acknowledged", when, group, p, r.Err, o)
+		case r.At < o:
+			t.Errorf("%s: group %s partition %d committed at %d, but a commit of %d was acknowledged", when, group, p, r.At, o)
 		}
 	}
 	return got
@@ -317,14 +318,14 @@ func TestCrashRecovery(t *testing.T) {
 		p.kill(t)
 		t.Logf("kill %d: %d records acknowledged, %d commits", i+1, lp.ackedCount(), commits)
 		p.launch(t)
-		checkCommits(t, ctx, adm, group, before, fmt.Sprintf("after kill %d", i+1))
+		checkCommits(t, ctx, adm, topic, group, before, fmt.Sprintf("after kill %d", i+1))
 	}
 	lp.waitAcked(t, (kills+1)*4000, 2*time.Minute)
 	lp.finish(t)
 
 	// The group resumes where its commits say.
 	committed, commits := gc.close()
-	got := checkCommits(t, ctx, adm, group, committed, "after the run")
+	got := checkCommits(t, ctx, adm, topic, group, committed, "after the run")
 	resume := map[int32]int64{}
 	got.Each(func(o kadm.OffsetResponse) { resume[o.Partition] = o.At })
 	t.Logf("group made %d commits; committed offsets %v", commits, resume)

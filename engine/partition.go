@@ -185,7 +185,7 @@ func (p *Partition) loadState(meta, segs resp.Reply, top *resp.Reply) error {
 	p.mu.Lock()
 	p.next, p.bytes, p.maxTs, p.segMin, p.segMax = next, vals["bytes"], vals["maxts"], vals["smin"], vals["smax"]
 	p.segs, p.producers, p.segsSaved = registry, producers, segs.Len() > 0
-	p.trimTo = vals["start"]
+	p.trimTo = max(p.trimTo, vals["start"]) // keep a pending trim (DeleteRecords) across a resync
 	p.mu.Unlock()
 	p.hw.Store(next)
 	p.start.Store(vals["start"])

@@ -42,7 +42,11 @@ for t in "${targets[@]}"; do
 	if go test -run '^$' -fuzz "^${name}\$" -fuzztime "$FUZZTIME" "$pkg" >"$out" 2>&1; then
 		# The last progress line has the execution count.
 		execs=$(grep -Eo 'execs: [0-9]+' "$out" | tail -n 1 | cut -d' ' -f2 || true)
-		echo "ok  ${execs:-?} execs in $((SECONDS - t0))s"
+		if [[ -n $execs ]]; then
+			echo "ok  $execs execs in $((SECONDS - t0))s"
+		else
+			echo "ok  (FUZZTIME spent replaying the corpus) in $((SECONDS - t0))s"
+		fi
 	else
 		echo "FAIL"
 		sed 's/^/    /' "$out"

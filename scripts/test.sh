@@ -10,8 +10,9 @@
 #   scripts/test.sh
 #
 # Steps: go vet, gofmt check, go test (all packages, real redis-server
-# child processes on free 127.0.0.1 ports), then scripts/conformance.sh
-# when it exists and is executable.
+# child processes on free 127.0.0.1 ports), each fuzz target for 5 s
+# (scripts/fuzz.sh), then scripts/conformance.sh when it exists and is
+# executable.
 set -euo pipefail
 
 # shellcheck source=scripts/lib.sh
@@ -68,6 +69,9 @@ echo "ok"
 
 section "go test -count=1 -timeout 30m ./..."
 go test -count=1 -timeout 30m ./...
+
+section "scripts/fuzz.sh (FUZZTIME=5s)"
+FUZZTIME=5s scripts/fuzz.sh
 
 if [[ -x scripts/conformance.sh ]]; then
 	section "scripts/conformance.sh"
