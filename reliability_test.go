@@ -260,6 +260,22 @@ func (g *groupConsumer) snapshot() (map[int32]int64, int) {
 	return m, g.commits
 }
 
+// waitCommits waits until the group has made n commits.
+func (g *groupConsumer) waitCommits(t *testing.T, n int, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		if _, c := g.snapshot(); c >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			_, c := g.snapshot()
+			t.Fatalf("the group made %d commits in %v, want %d", c, within, n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 func (g *groupConsumer) close() (map[int32]int64, int) {
 	g.cancel()
 	<-g.done
@@ -312,15 +328,21 @@ func TestCrashRecovery(t *testing.T) {
 	lp := startLoad(t, p.kafkaAddr, topic, 0)
 	gc := startGroupConsumer(t, p.kafkaAddr, topic, group)
 	const kills = 3
+	commitsSeen := 0
 	for i := range kills {
-		lp.waitAcked(t, (i+1)*4000, 2*time.Minute)
+		// The group commits in every round (it rejoins after each start),
+		// so each kill has commits to keep; and the kill lands in the
+		// middle of the produce stream.
+		gc.waitCommits(t, commitsSeen+1, 2*time.Minute)
+		lp.waitAcked(t, lp.ackedCount()+3000, 2*time.Minute)
 		before, commits := gc.snapshot()
+		commitsSeen = commits
 		p.kill(t)
 		t.Logf("kill %d: %d records acknowledged, %d commits", i+1, lp.ackedCount(), commits)
 		p.launch(t)
 		checkCommits(t, ctx, adm, topic, group, before, fmt.Sprintf("after kill %d", i+1))
 	}
-	lp.waitAcked(t, (kills+1)*4000, 2*time.Minute)
+	lp.waitAcked(t, lp.ackedCount()+3000, 2*time.Minute)
 	lp.finish(t)
 
 	// The group resumes where its commits say.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Soak test (not run by CI): starts redis-server (AOF on) and korvet on free
-# 127.0.0.1 ports in a temporary directory, then runs internal/cmd/soak
+# 127.0.0.1 ports in a temporary directory, then runs scripts/soak
 # against them: steady idempotent acks=all produce, a consumer checking
 # every partition's sequence numbers, and a consumer group whose members
 # leave and join. korvet's resident memory is sampled every 10 s. Prints
@@ -38,7 +38,7 @@ trap cleanup EXIT
 
 log "building korvet and the soak driver"
 build_korvet "$work/korvet"
-(cd "$REPO" && go build -o "$work/soak" ./internal/cmd/soak) || die "go build soak failed"
+(cd "$REPO" && go build -o "$work/soak" ./scripts/soak) || die "go build soak failed"
 
 start_redis "$work/redis" || die "redis-server did not start"
 start_korvet "$work/korvet" "$work/k" "$REDIS_PORT" || die "korvet did not start"
