@@ -132,9 +132,9 @@ func handleDeleteTopics(ctx context.Context, c *conn, kreq kmsg.Request) func() 
 	}
 }
 
-// handleInitProducerID hands out producer ids so idempotent producers
-// (the default in current clients) can start. Sequence checking arrives
-// with the idempotent-producer work; transactional ids are refused.
+// handleInitProducerID hands out producer ids for idempotent producers
+// (the default in current clients); partitions then check their sequence
+// numbers. Transactional ids are refused: korvet has no transactions.
 func handleInitProducerID(ctx context.Context, c *conn, kreq kmsg.Request) func() kmsg.Response {
 	req := kreq.(*kmsg.InitProducerIDRequest)
 	return func() kmsg.Response {

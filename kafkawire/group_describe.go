@@ -4,11 +4,22 @@ import (
 	"context"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/korvet/korvet/engine/auth"
 )
 
 // groupOperations is the AclOperations bitfield DescribeGroups reports
-// when asked: korvet has no ACLs, so READ, DELETE and DESCRIBE.
-const groupOperations = 1<<3 | 1<<6 | 1<<8
+// when asked: of READ, DELETE and DESCRIBE (what applies to a group),
+// those the connection's principal is allowed on it.
+func (c *conn) groupOperations(group string) int32 {
+	var ops int32
+	for _, op := range []auth.Operation{auth.OpRead, auth.OpDelete, auth.OpDescribe} {
+		if c.authorize(op, auth.ResGroup, group) {
+			ops |= 1 << op
+		}
+	}
+	return ops
+}
 
 func handleDescribeGroups(_ context.Context, c *conn, kreq kmsg.Request) func() kmsg.Response {
 	req := kreq.(*kmsg.DescribeGroupsRequest)
@@ -24,7 +35,7 @@ func handleDescribeGroups(_ context.Context, c *conn, kreq kmsg.Request) func() 
 			sg.ProtocolType = d.ProtocolType
 			sg.Protocol = d.Protocol
 			if req.IncludeAuthorizedOperations {
-				sg.AuthorizedOperations = groupOperations
+				sg.AuthorizedOperations = c.groupOperations(name)
 			}
 			for _, m := range d.Members {
 				sm := kmsg.NewDescribeGroupsResponseGroupMember()
