@@ -34,6 +34,9 @@ type Config struct {
 		DefaultPartitions int32  `toml:"default_partitions"`
 		MaxRequestBytes   int32  `toml:"max_request_bytes"`
 		MaxConnections    int    `toml:"max_connections"`
+		MaxInFlightBytes  int64  `toml:"max_inflight_bytes"`
+		// GroupInitialRebalanceDelay is Kafka's group.initial.rebalance.delay.ms.
+		GroupInitialRebalanceDelay duration `toml:"group_initial_rebalance_delay"`
 		// Security (security.go): authentication per listener, SASL
 		// mechanisms, ACLs, and the TLS listener.
 		Auth                 string            `toml:"auth"`
@@ -98,6 +101,8 @@ func defaultConfig() Config {
 	c.Kafka.DefaultPartitions = 1
 	c.Kafka.MaxRequestBytes = 100 << 20
 	c.Kafka.MaxConnections = 10000
+	c.Kafka.MaxInFlightBytes = 64 << 20
+	c.Kafka.GroupInitialRebalanceDelay.Duration = 3 * time.Second
 	c.Kafka.Auth = authNone
 	c.Kafka.SASLMechanisms = []string{"SCRAM-SHA-256", "SCRAM-SHA-512"}
 	c.Kafka.SuperUsers = []string{}
@@ -194,6 +199,12 @@ func loadConfig(path string) (Config, error) {
 	}
 	if c.Kafka.MaxRequestBytes < 1024 {
 		return c, bad(toml.Key{"kafka", "max_request_bytes"}, "must be at least 1024")
+	}
+	if c.Kafka.MaxInFlightBytes < 1<<20 {
+		return c, bad(toml.Key{"kafka", "max_inflight_bytes"}, "must be at least 1048576")
+	}
+	if c.Kafka.GroupInitialRebalanceDelay.Duration < 0 || c.Kafka.GroupInitialRebalanceDelay.Duration > 5*time.Minute {
+		return c, bad(toml.Key{"kafka", "group_initial_rebalance_delay"}, "must be 0s to 5m")
 	}
 	if c.Kafka.MaxConnections < 1 {
 		return c, bad(toml.Key{"kafka", "max_connections"}, "must be at least 1")

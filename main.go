@@ -9,6 +9,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -129,7 +130,9 @@ func serve(ctx context.Context, cfg Config, logOut io.Writer) error {
 		Cold:              store,
 		TieringInterval:   cfg.Cold.ArchiveInterval.Duration,
 		Index:             engine.IndexOptions{Dir: indexDir(cfg)},
-		Logger:            log,
+		// The engine reads 0 as its default; "0s" in the file means none.
+		GroupInitialRebalanceDelay: cmp.Or(cfg.Kafka.GroupInitialRebalanceDelay.Duration, -1),
+		Logger:                     log,
 	})
 	if err != nil {
 		return fmt.Errorf("open engine: %w", err)
@@ -153,6 +156,7 @@ func serve(ctx context.Context, cfg Config, logOut io.Writer) error {
 		MaxRequestBytes:      cfg.Kafka.MaxRequestBytes,
 		NodeID:               cfg.Kafka.NodeID,
 		MaxConnections:       cfg.Kafka.MaxConnections,
+		MaxInFlightBytes:     cfg.Kafka.MaxInFlightBytes,
 		Metrics:              kmetrics,
 		Auth:                 users,
 		ACLs:                 cfg.Kafka.ACLs,
