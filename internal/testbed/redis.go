@@ -6,7 +6,6 @@ package testbed
 import (
 	"bufio"
 	"bytes"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -44,11 +43,6 @@ type Redis struct {
 }
 
 // process is one run of redis-server; done closes when it has exited.
-type process struct {
-	cmd     *exec.Cmd
-	done    chan struct{}
-	waitErr error
-}
 
 // StartRedis starts redis-server on a free 127.0.0.1 port in a fresh temp dir
 // and kills it when the test ends. extraArgs are appended to the command
@@ -138,45 +132,19 @@ func (r *Redis) halt(sig syscall.Signal) {
 	p := r.proc
 	r.proc = nil
 	r.mu.Unlock()
-	if p == nil {
-		return
-	}
-	if err := p.cmd.Process.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		r.tb.Logf("testbed: signal redis-server: %v", err)
-	}
-	select {
-	case <-p.done:
-	case <-time.After(stopTimeout):
-		r.tb.Errorf("testbed: redis-server did not exit %v after %v; killing it", stopTimeout, sig)
-		_ = p.cmd.Process.Kill()
-		<-p.done
+	if p != nil {
+		p.halt(r.tb, "redis-server", sig)
 	}
 }
 
 func (r *Redis) start() error {
-	logf, err := os.OpenFile(r.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	p, err := spawn(r.bin, r.args, r.Dir, r.logPath)
 	if err != nil {
-		return fmt.Errorf("open redis log: %w", err)
+		return err
 	}
-	cmd := exec.Command(r.bin, r.args...)
-	cmd.Dir = r.Dir
-	cmd.Stdout = logf
-	cmd.Stderr = logf
-	setDeathSignal(cmd)
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		return fmt.Errorf("start %s: %w", r.bin, err)
-	}
-	p := &process{cmd: cmd, done: make(chan struct{})}
-	go func() {
-		p.waitErr = cmd.Wait()
-		logf.Close()
-		close(p.done)
-	}()
 	r.mu.Lock()
 	r.proc = p
 	r.mu.Unlock()
-
 	if err := r.waitReady(p); err != nil {
 		r.Kill()
 		return fmt.Errorf("redis-server on %s: %w\n--- tail of %s ---\n%s", r.Addr, err, r.logPath, r.logTail())

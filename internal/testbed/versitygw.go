@@ -1,7 +1,6 @@
 package testbed
 
 import (
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -138,41 +137,16 @@ func (s *S3) halt(sig syscall.Signal) {
 	p := s.proc
 	s.proc = nil
 	s.mu.Unlock()
-	if p == nil {
-		return
-	}
-	if err := p.cmd.Process.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		s.tb.Logf("testbed: signal versitygw: %v", err)
-	}
-	select {
-	case <-p.done:
-	case <-time.After(stopTimeout):
-		s.tb.Errorf("testbed: versitygw did not exit %v after %v; killing it", stopTimeout, sig)
-		_ = p.cmd.Process.Kill()
-		<-p.done
+	if p != nil {
+		p.halt(s.tb, "versitygw", sig)
 	}
 }
 
 func (s *S3) start() error {
-	logf, err := os.OpenFile(s.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	p, err := spawn(s.bin, s.args, filepath.Dir(s.Dir), s.logPath)
 	if err != nil {
-		return fmt.Errorf("open versitygw log: %w", err)
+		return err
 	}
-	cmd := exec.Command(s.bin, s.args...)
-	cmd.Dir = filepath.Dir(s.Dir)
-	cmd.Stdout = logf
-	cmd.Stderr = logf
-	setDeathSignal(cmd)
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		return fmt.Errorf("start %s: %w", s.bin, err)
-	}
-	p := &process{cmd: cmd, done: make(chan struct{})}
-	go func() {
-		p.waitErr = cmd.Wait()
-		logf.Close()
-		close(p.done)
-	}()
 	s.mu.Lock()
 	s.proc = p
 	s.mu.Unlock()
