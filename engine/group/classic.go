@@ -303,22 +303,10 @@ func (c *Coordinator) Join(ctx context.Context, req JoinRequest) (JoinResult, er
 	}
 	// The join phase ends by its deadline, so this wait is bounded anyway;
 	// the cap only guards against a bug leaving a member parked for good.
-	timer := time.NewTimer(req.RebalanceTimeout + c.opts.InitialRebalanceDelay + parkSlack)
-	defer timer.Stop()
-	abandon := ErrRebalanceInProgress
-	select {
-	case r := <-ch:
-		return r.res, r.err
-	case <-timer.C:
-	case <-ctx.Done():
-		abandon = ErrNotCoordinator
-	}
-	g.mu.Lock()
+	r, answered, abandon := awaitParked(ctx, g, ch, req.RebalanceTimeout+c.opts.InitialRebalanceDelay+parkSlack)
 	defer g.mu.Unlock()
-	select {
-	case r := <-ch: // answered while we gave up
+	if answered {
 		return r.res, r.err
-	default:
 	}
 	if m.join == ch {
 		m.join = nil
@@ -332,6 +320,33 @@ func (c *Coordinator) Join(ctx context.Context, req JoinRequest) (JoinResult, er
 
 // parkSlack is added to a parked call's own timeout for its safety cap.
 const parkSlack = 5 * time.Second
+
+// awaitParked waits for a parked JoinGroup or SyncGroup's answer on ch, up
+// to limit or the end of ctx. It returns with g.mu held, so that a caller
+// giving up can unpark its member without racing an answer; an answer
+// that arrived meanwhile is still returned. abandon is the error to give
+// up with: REBALANCE_IN_PROGRESS on timeout, NOT_COORDINATOR when the
+// connection or server is going away.
+func awaitParked[R any](ctx context.Context, g *group, ch chan R, limit time.Duration) (r R, answered bool, abandon error) {
+	timer := time.NewTimer(limit)
+	defer timer.Stop()
+	abandon = ErrRebalanceInProgress
+	select {
+	case r = <-ch:
+		g.mu.Lock()
+		return r, true, nil
+	case <-timer.C:
+	case <-ctx.Done():
+		abandon = ErrNotCoordinator
+	}
+	g.mu.Lock()
+	select {
+	case r = <-ch:
+		return r, true, nil
+	default:
+	}
+	return r, false, abandon
+}
 
 // join runs a JoinGroup under g.mu: it answers at once (res, err) or
 // parks the member and returns the channel its answer will come on.
@@ -721,22 +736,10 @@ func (c *Coordinator) Sync(ctx context.Context, req SyncRequest) (SyncResult, er
 	g.mu.Lock()
 	limit := g.maxRebalanceTimeout() + parkSlack
 	g.mu.Unlock()
-	timer := time.NewTimer(limit)
-	defer timer.Stop()
-	abandon := ErrRebalanceInProgress
-	select {
-	case r := <-ch:
-		return r.res, r.err
-	case <-timer.C:
-	case <-ctx.Done():
-		abandon = ErrNotCoordinator
-	}
-	g.mu.Lock()
+	r, answered, abandon := awaitParked(ctx, g, ch, limit)
 	defer g.mu.Unlock()
-	select {
-	case r := <-ch:
+	if answered {
 		return r.res, r.err
-	default:
 	}
 	if m.sync == ch {
 		m.sync = nil
