@@ -26,7 +26,12 @@ import (
 type Config struct {
 	DataDir  string `toml:"data_dir"`
 	LogLevel string `toml:"log_level"`
-	Kafka    struct {
+	// AdminUser, with the password in AdminPasswordFile, is created at
+	// start-up when it has no credentials yet, and is a super user on
+	// every door (security.go).
+	AdminUser         string `toml:"admin_user"`
+	AdminPasswordFile string `toml:"admin_password_file"`
+	Kafka             struct {
 		Listen            string `toml:"listen"`
 		Advertised        string `toml:"advertised"`
 		NodeID            int32  `toml:"node_id"`
@@ -49,6 +54,12 @@ type Config struct {
 	HTTP struct {
 		Listen     string `toml:"listen"`
 		AdminToken string `toml:"admin_token"`
+		// Who may use the HTTP side (security.go).
+		Auth           string   `toml:"auth"`
+		AllowAnonymous bool     `toml:"allow_anonymous"`
+		Hosts          []string `toml:"hosts"`
+		CertFile       string   `toml:"cert_file"`
+		KeyFile        string   `toml:"key_file"`
 	} `toml:"http"`
 	Redis struct {
 		URL      string   `toml:"url"`
@@ -108,6 +119,8 @@ func defaultConfig() Config {
 	c.Kafka.SuperUsers = []string{}
 	c.Kafka.TLS.Auth = authNone
 	c.HTTP.Listen = "127.0.0.1:8080"
+	c.HTTP.Auth = authNone
+	c.HTTP.Hosts = []string{}
 	c.Redis.URL = "redis://127.0.0.1:6379/0"
 	c.Redis.Keyspace = "korvet"
 	c.Redis.PoolSize = 16

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"os/user"
@@ -10,6 +12,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/korvet/korvet/internal/testbed"
 )
 
 // TestDebPackage builds the .deb with scripts/build-deb.sh and checks
@@ -77,8 +82,23 @@ func TestDebPackage(t *testing.T) {
 	if err != nil {
 		t.Fatalf("packaged korvet.toml: %v", err)
 	}
-	if cfg.DataDir != "/var/lib/korvet" || cfg.HTTP.Listen != "0.0.0.0:8080" || cfg.HTTP.AdminToken != "" {
-		t.Errorf("packaged config: data_dir %q, http.listen %q, admin_token %q", cfg.DataDir, cfg.HTTP.Listen, cfg.HTTP.AdminToken)
+	if cfg.DataDir != "/var/lib/korvet" || cfg.HTTP.Listen != "0.0.0.0:8080" || cfg.HTTP.AdminToken != "" ||
+		cfg.HTTP.Auth != authBasic || cfg.AdminUser != "admin" || cfg.AdminPasswordFile != "/etc/korvet/admin.password" {
+		t.Errorf("packaged config: data_dir %q, http.listen %q, admin_token %q, http.auth %q, admin_user %q, admin_password_file %q",
+			cfg.DataDir, cfg.HTTP.Listen, cfg.HTTP.AdminToken, cfg.HTTP.Auth, cfg.AdminUser, cfg.AdminPasswordFile)
+	}
+	// Turned anonymous on the LAN address, korvet refuses it and names
+	// the key that would allow it.
+	packaged, err := os.ReadFile(filepath.Join(x, "etc/korvet/korvet.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	open := filepath.Join(t.TempDir(), "open.toml")
+	if err := os.WriteFile(open, []byte(strings.Replace(string(packaged), "\nauth = \"basic\"\n", "\nauth = \"none\"\n", 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := loadConfig(open); err == nil || !strings.Contains(err.Error(), "allow_anonymous") || !strings.Contains(err.Error(), "http.auth") {
+		t.Errorf("packaged config with http.auth none: %v; want a refusal naming allow_anonymous", err)
 	}
 	bin := filepath.Join(x, "usr/bin/korvet")
 	if runtime.GOOS == "linux" && runtime.GOARCH == debGoarch(arch) {
@@ -168,6 +188,8 @@ func installDeb(t *testing.T, deb, version, analyze string, units []string) {
 	}
 	debCheckOwner(t, "/var/lib/korvet", u.Uid, g.Gid, 0o750)
 	debCheckOwner(t, "/etc/korvet/korvet.toml", "0", g.Gid, 0o640)
+	debCheckOwner(t, "/etc/korvet/admin.password", "0", g.Gid, 0o640)
+	debLogin(t)
 	if analyze != "" {
 		var paths []string
 		for _, unit := range units {
@@ -259,4 +281,68 @@ func debStderr(err error) string {
 		return string(ee.Stderr)
 	}
 	return ""
+}
+
+// debLogin runs the installed korvet with the installed config (its
+// Redis, data_dir and ports moved to the test's) and checks the safe
+// default from outside: the HTTP side listens on every address, refuses
+// anonymous requests, and lets the admin from /etc/korvet/admin.password
+// in. That is the README's two commands: dpkg -i, then cat the password.
+func debLogin(t *testing.T) {
+	t.Helper()
+	pw, err := os.ReadFile("/etc/korvet/admin.password")
+	if err != nil || len(strings.TrimSpace(string(pw))) < 20 {
+		t.Fatalf("admin.password: %v %q", err, pw)
+	}
+	b, err := os.ReadFile("/etc/korvet/korvet.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := testbed.StartRedis(t)
+	kafkaPort, httpPort := testbed.FreePort(t), testbed.FreePort(t)
+	text := string(b)
+	for _, sub := range [][2]string{
+		{`data_dir = "/var/lib/korvet"`, fmt.Sprintf("data_dir = %q", t.TempDir())},
+		{`url = "redis://127.0.0.1:6379/0"`, fmt.Sprintf("url = %q", r.URL)},
+		{`listen = "0.0.0.0:9092"`, fmt.Sprintf(`listen = "127.0.0.1:%d"`, kafkaPort)},
+		{`listen = "0.0.0.0:8080"`, fmt.Sprintf(`listen = "0.0.0.0:%d"`, httpPort)},
+	} {
+		if !strings.Contains(text, sub[0]) {
+			t.Fatalf("installed korvet.toml has no line %s", sub[0])
+		}
+		text = strings.Replace(text, sub[0], sub[1], 1)
+	}
+	p := &proc{logs: &syncBuffer{}, bin: "/usr/bin/korvet", cfg: writeConfig(t, text), redis: r,
+		kafkaAddr: fmt.Sprintf("127.0.0.1:%d", kafkaPort), httpBase: fmt.Sprintf("http://127.0.0.1:%d", httpPort)}
+	t.Cleanup(func() {
+		if !p.done {
+			_ = p.cmd.Process.Kill()
+			<-p.exited
+		}
+		if t.Failed() {
+			t.Logf("korvet log:\n%s", p.logs.String())
+		}
+	})
+	p.launch(t)
+	hc := &http.Client{Timeout: 5 * time.Second}
+	for _, c := range []struct {
+		user, password string
+		want           int
+	}{{"", "", http.StatusUnauthorized}, {"admin", "wrong", http.StatusUnauthorized}, {"admin", strings.TrimSpace(string(pw)), http.StatusOK}} {
+		req, _ := http.NewRequest("GET", p.httpBase+"/api/v1/status", nil)
+		if c.user != "" {
+			req.SetBasicAuth(c.user, c.password)
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != c.want {
+			t.Errorf("installed korvet, user %q: /api/v1/status %d, want %d", c.user, resp.StatusCode, c.want)
+		}
+	}
+	if _, err := p.stop(t, 15*time.Second); err != nil {
+		t.Errorf("installed korvet stop: %v", err)
+	}
 }

@@ -143,6 +143,11 @@ func serve(ctx context.Context, cfg Config, logOut io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("open users and ACLs: %w", err)
 	}
+	if err := ensureAdmin(ctx, cfg, users, log); err != nil {
+		return err
+	}
+	// One policy for every door: the Kafka listeners and HTTP.
+	policy := &auth.Policy{Store: users, ACLs: cfg.Kafka.ACLs, SuperUsers: cfg.superUsers()}
 	kls, err := kafkaListeners(cfg)
 	if err != nil {
 		return err
@@ -160,7 +165,7 @@ func serve(ctx context.Context, cfg Config, logOut io.Writer) error {
 		Metrics:              kmetrics,
 		Auth:                 users,
 		ACLs:                 cfg.Kafka.ACLs,
-		SuperUsers:           cfg.Kafka.SuperUsers,
+		SuperUsers:           policy.SuperUsers,
 		AllowPlainWithoutTLS: cfg.Kafka.AllowPlainWithoutTLS,
 		Logger:               log,
 	})
@@ -187,13 +192,27 @@ func serve(ctx context.Context, cfg Config, logOut io.Writer) error {
 		RebuildIndex: func(context.Context) error {
 			return eng.StartIndexRebuild()
 		},
-		Tiering:    tieringStatus(eng),
-		Metrics:    reg,
-		AdminToken: cfg.HTTP.AdminToken,
-		Logger:     log,
+		Tiering:       tieringStatus(eng),
+		Metrics:       reg,
+		AdminToken:    cfg.HTTP.AdminToken,
+		Login:         cfg.HTTP.Auth,
+		Passwords:     users,
+		Policy:        policy,
+		RestrictHosts: cfg.HTTP.Auth == authNone,
+		Hosts:         cfg.HTTP.Hosts,
+		Logger:        log,
 	}), ReadHeaderTimeout: 10 * time.Second}
+	if cfg.HTTP.Auth == authBasic && cfg.HTTP.CertFile == "" && !loopbackListen(cfg.HTTP.Listen) {
+		log.Warn("HTTP Basic logins cross the network in the clear: set [http] cert_file and key_file for HTTPS", "http", hln.Addr().String())
+	}
 	go func() {
-		if err := hs.Serve(hln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		var err error
+		if cfg.HTTP.CertFile != "" {
+			err = hs.ServeTLS(hln, cfg.HTTP.CertFile, cfg.HTTP.KeyFile)
+		} else {
+			err = hs.Serve(hln)
+		}
+		if err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("http server", "err", err)
 		}
 	}()

@@ -358,6 +358,16 @@ func startKorvet(t *testing.T, extra string) *proc {
 // startKorvetOn is startKorvet on a given Redis.
 func startKorvetOn(t *testing.T, r *testbed.Redis, extra string) *proc {
 	t.Helper()
+	return startKorvetWith(t, r, func(kafkaAddr, httpAddr string) string {
+		return fmt.Sprintf("%s\n[kafka]\nlisten = %q\n[http]\nlisten = %q\n", extra, kafkaAddr, httpAddr)
+	})
+}
+
+// startKorvetWith starts korvet on r with the config that body returns
+// for its Kafka and HTTP addresses; data_dir, log_level and [redis] url
+// come first and must not be in it.
+func startKorvetWith(t *testing.T, r *testbed.Redis, body func(kafkaAddr, httpAddr string) string) *proc {
+	t.Helper()
 	kafkaPort, httpPort := testbed.FreePort(t), testbed.FreePort(t)
 	p := &proc{
 		logs:      &syncBuffer{},
@@ -366,16 +376,8 @@ func startKorvetOn(t *testing.T, r *testbed.Redis, extra string) *proc {
 		bin:       korvetBinary(t),
 		redis:     r,
 	}
-	p.cfg = writeConfig(t, fmt.Sprintf(`data_dir = %q
-log_level = "info"
-%s
-[kafka]
-listen = %q
-[http]
-listen = "127.0.0.1:%d"
-[redis]
-url = %q
-`, t.TempDir(), extra, p.kafkaAddr, httpPort, r.URL))
+	p.cfg = writeConfig(t, fmt.Sprintf("data_dir = %q\nlog_level = \"info\"\nredis.url = %q\n%s",
+		t.TempDir(), r.URL, body(p.kafkaAddr, strings.TrimPrefix(p.httpBase, "http://"))))
 	// Registered after StartRedis's cleanup, so it runs before it.
 	t.Cleanup(func() {
 		if !p.done {

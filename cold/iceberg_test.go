@@ -190,7 +190,7 @@ func TestRESTHandler(t *testing.T) {
 	if _, err := s.Archive(ctx, ref("web.events", 0, 0, 0, 10), chunked(makeRecords(0, 10), 10)); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(http.StripPrefix("/iceberg", s.RESTHandler()))
+	srv := httptest.NewServer(http.StripPrefix("/iceberg", s.RESTHandler(func(*http.Request, string) bool { return true })))
 	defer srv.Close()
 	get := func(method, path string, wantCode int) map[string]any {
 		t.Helper()

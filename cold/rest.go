@@ -23,13 +23,23 @@ import (
 // Writes answer 405: korvet is the tables' only writer. Mount it under a
 // prefix with http.StripPrefix; the catalog URI is then that prefix. The
 // table config names the S3 endpoint and addressing, never credentials.
-func (s *Store) RESTHandler() http.Handler {
+// readable says whether the request may see a topic's table; tables it may
+// not are left out of lists and answer 403.
+func (s *Store) RESTHandler(readable func(r *http.Request, topic string) bool) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/config", s.restConfig)
 	mux.HandleFunc("GET /v1/namespaces", s.restNamespaces)
 	mux.HandleFunc("GET /v1/namespaces/{ns}", s.restNamespace)
-	mux.HandleFunc("GET /v1/namespaces/{ns}/tables", s.restTables)
-	mux.HandleFunc("GET /v1/namespaces/{ns}/tables/{table}", s.restTable)
+	mux.HandleFunc("GET /v1/namespaces/{ns}/tables", func(w http.ResponseWriter, r *http.Request) {
+		s.restTables(w, r, readable)
+	})
+	mux.HandleFunc("GET /v1/namespaces/{ns}/tables/{table}", func(w http.ResponseWriter, r *http.Request) {
+		if t := r.PathValue("table"); !readable(r, t) {
+			restError(w, http.StatusForbidden, "ForbiddenException", "not authorized to read table "+s.cfg.Namespace+"."+t+" (needs READ on topic "+t+")")
+			return
+		}
+		s.restTable(w, r)
+	})
 	mux.HandleFunc("GET /v1/namespaces/{ns}/views", s.restViews)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
@@ -96,7 +106,7 @@ type restIdent struct {
 	Name      string   `json:"name"`
 }
 
-func (s *Store) restTables(w http.ResponseWriter, r *http.Request) {
+func (s *Store) restTables(w http.ResponseWriter, r *http.Request, readable func(*http.Request, string) bool) {
 	if !s.namespace(w, r) {
 		return
 	}
@@ -112,6 +122,9 @@ func (s *Store) restTables(w http.ResponseWriter, r *http.Request) {
 	}
 	ids := make([]restIdent, 0, len(names))
 	for _, n := range names {
+		if !readable(r, n) {
+			continue
+		}
 		ids = append(ids, restIdent{Namespace: []string{s.cfg.Namespace}, Name: n})
 	}
 	writeJSON(w, map[string]any{"identifiers": ids})

@@ -20,8 +20,6 @@ import (
 // is refused to everyone but super users; TestEveryAPIHasACLRule keeps
 // the table complete.
 
-const anonymous = "User:ANONYMOUS"
-
 var (
 	topicDenied   = kerr.TopicAuthorizationFailed.Code
 	groupDenied   = kerr.GroupAuthorizationFailed.Code
@@ -31,16 +29,13 @@ var (
 // setPrincipal names who is on the other end ("User:name").
 func (c *conn) setPrincipal(p string) {
 	c.principal = p
-	c.super = slices.Contains(c.s.opts.SuperUsers, p)
+	c.super = c.s.policy.Super(p)
 }
 
 // authorize reports whether this connection's principal may do op on the
-// named resource. It is always true when ACLs are off.
+// named resource: the policy every door of korvet shares.
 func (c *conn) authorize(op auth.Operation, rt auth.ResourceType, name string) bool {
-	if !c.s.opts.ACLs || c.super {
-		return true
-	}
-	return c.s.opts.Auth.Authorize(c.principal, c.host, op, rt, name)
+	return c.super || c.s.policy.Allowed(c.principal, c.host, op, rt, name)
 }
 
 func (c *conn) authorizeCluster(op auth.Operation) bool {

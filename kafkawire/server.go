@@ -64,9 +64,10 @@ type Options struct {
 
 // Server serves the Kafka protocol for an engine.
 type Server struct {
-	eng  *engine.Engine
-	opts Options
-	log  *slog.Logger
+	eng    *engine.Engine
+	opts   Options
+	log    *slog.Logger
+	policy auth.Policy // who may do what: Options.Auth, ACLs, SuperUsers
 
 	apis     map[int16]apiDef
 	decoders sync.Pool // *batchDecoder
@@ -103,7 +104,8 @@ func NewServer(eng *engine.Engine, opts Options) *Server {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	s := &Server{eng: eng, opts: opts, log: opts.Logger, conns: make(map[*conn]struct{}), apis: apiTable(), quit: make(chan struct{})}
+	s := &Server{eng: eng, opts: opts, log: opts.Logger, conns: make(map[*conn]struct{}), apis: apiTable(), quit: make(chan struct{}),
+		policy: auth.Policy{Store: opts.Auth, ACLs: opts.ACLs, SuperUsers: opts.SuperUsers}}
 	s.encoders.New = func() any { return new(records.Encoder) }
 	s.decoders.New = func() any { return &batchDecoder{Decoder: records.Decoder{MaxDecompressed: maxDecompressed}} }
 	return s

@@ -9,6 +9,8 @@ import (
 	"net"
 	"os"
 	"time"
+
+	"github.com/korvet/korvet/engine/auth"
 )
 
 // tlsHandshakeTimeout bounds a TLS handshake, so that a client that
@@ -55,7 +57,7 @@ func (c *conn) start(ctx context.Context) bool {
 	if h, _, err := net.SplitHostPort(c.host); err == nil {
 		c.host = h
 	}
-	c.setPrincipal(anonymous)
+	c.setPrincipal(auth.Anonymous)
 	tc, ok := c.nc.(*tls.Conn)
 	if !ok {
 		return true

@@ -11,7 +11,8 @@
 # cgo is off so the binary depends on nothing).
 #
 # The package: /usr/bin/korvet, /etc/korvet/korvet.toml (a conffile; this
-# repository's korvet.toml with the HTTP side on the LAN), the systemd
+# repository's korvet.toml with the HTTP side on the LAN behind a login),
+# the systemd
 # units from systemd/, and the maintainer scripts from packaging/deb/.
 set -euo pipefail
 
@@ -60,9 +61,18 @@ CGO_ENABLED=${CGO_ENABLED:-0} GOOS=linux GOARCH=$GOARCH \
 	die "go build failed"
 
 # The packaged config is the documented one with the HTTP side (status
-# page, metrics) on the LAN, which is what the appliance is for.
-sed 's|^listen = "127.0.0.1:8080"$|listen = "0.0.0.0:8080"|' korvet.toml >"$root/etc/korvet/korvet.toml"
-grep -q '^listen = "0.0.0.0:8080"$' "$root/etc/korvet/korvet.toml" || die "korvet.toml: [http] listen line not found"
+# page, metrics, KV view) on the LAN behind a login: HTTP Basic with the
+# admin user that postinst gives a random password in
+# /etc/korvet/admin.password.
+awk '
+	/^\[/ { section = $0 }
+	section == "" && $0 == "admin_user = \"\"" { print "admin_user = \"admin\""; n++; next }
+	section == "" && $0 == "admin_password_file = \"\"" { print "admin_password_file = \"/etc/korvet/admin.password\""; n++; next }
+	section == "[http]" && $0 == "listen = \"127.0.0.1:8080\"" { print "listen = \"0.0.0.0:8080\""; n++; next }
+	section == "[http]" && $0 == "auth = \"none\"" { print "auth = \"basic\""; n++; next }
+	{ print }
+	END { if (n != 4) { print "korvet.toml: expected 4 lines to change for the package, changed " n > "/dev/stderr"; exit 1 } }
+' korvet.toml >"$root/etc/korvet/korvet.toml" || die "korvet.toml: the lines the package changes were not found"
 grep -q '^data_dir = "/var/lib/korvet"$' "$root/etc/korvet/korvet.toml" || die "korvet.toml: data_dir is not /var/lib/korvet"
 chmod 0640 "$root/etc/korvet/korvet.toml"
 

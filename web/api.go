@@ -5,10 +5,12 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/http"
+	"slices"
 	"sort"
 	"time"
 
 	"github.com/korvet/korvet/engine"
+	"github.com/korvet/korvet/engine/auth"
 )
 
 // apiTimeout bounds the Redis work behind one API call, so that a Redis
@@ -72,10 +74,12 @@ type totalsJSON struct {
 func (s *server) apiStatus(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), apiTimeout)
 	defer cancel()
-	writeJSON(w, http.StatusOK, s.status(ctx))
+	writeJSON(w, http.StatusOK, s.status(ctx, r))
 }
 
-func (s *server) status(ctx context.Context) statusJSON {
+// status is what r's principal may see of korvet: topics it may not
+// describe are left out of the totals and the index and tiering parts.
+func (s *server) status(ctx context.Context, r *http.Request) statusJSON {
 	now := time.Now()
 	st := statusJSON{Time: now, Warnings: []string{}}
 	var k KafkaStats
@@ -126,6 +130,9 @@ func (s *server) status(ctx context.Context) statusJSON {
 	}
 
 	for _, t := range s.eng.UserTopics() {
+		if !s.mayTopic(r, auth.OpDescribe, t.Name()) {
+			continue
+		}
 		st.Totals.Topics++
 		for _, p := range t.Partitions() {
 			hw, start := p.HighWatermark(), p.LogStart()
@@ -144,12 +151,16 @@ func (s *server) status(ctx context.Context) statusJSON {
 		if ix.Error != "" {
 			st.Warnings = append(st.Warnings, "KV index: "+ix.Error)
 		}
+		ix.Topics = slices.DeleteFunc(ix.Topics, func(t string) bool { return !s.mayTopic(r, auth.OpDescribe, t) })
 		st.Index = &ix
 	}
 	if s.opts.Tiering != nil {
 		tt, err := s.opts.Tiering(ctx)
 		if err != nil {
 			tt.LastError, tt.LastErrorAt = err.Error(), now
+		}
+		if a := tt.LastArchived; a != nil && !s.mayTopic(r, auth.OpDescribe, a.Topic) {
+			tt.LastArchived = nil
 		}
 		if tt.LastError != "" && now.Sub(tt.LastErrorAt) < time.Hour {
 			st.Warnings = append(st.Warnings, "Tiering: "+tt.LastError)
@@ -211,6 +222,9 @@ func (s *server) apiTopics(w http.ResponseWriter, r *http.Request) {
 	ts := s.eng.UserTopics()
 	out := make([]topicJSON, 0, len(ts))
 	for _, t := range ts {
+		if !s.mayTopic(r, auth.OpDescribe, t.Name()) {
+			continue
+		}
 		out = append(out, topicView(t))
 	}
 	writeJSON(w, http.StatusOK, out)
@@ -277,13 +291,18 @@ type groupPartJSON struct {
 func (s *server) apiGroups(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), apiTimeout)
 	defer cancel()
-	writeJSON(w, http.StatusOK, s.groupViews(ctx))
+	writeJSON(w, http.StatusOK, s.groupViews(ctx, r))
 }
 
-func (s *server) groupViews(ctx context.Context) []groupJSON {
+// groupViews lists the groups r's principal may describe, with the lag of
+// the topics it may describe (as OffsetFetch would answer it).
+func (s *server) groupViews(ctx context.Context, r *http.Request) []groupJSON {
 	list := s.groups.List()
 	out := make([]groupJSON, 0, len(list))
 	for _, g := range list {
+		if !s.allowed(r, auth.OpDescribe, auth.ResGroup, g.Group) {
+			continue
+		}
 		gj := groupJSON{Group: g.Group, State: g.State.String(), ProtocolType: g.ProtocolType, Protocol: g.Protocol,
 			Generation: g.Generation, Members: g.Members, Partitions: []groupPartJSON{}}
 		lags, err := s.groups.Lag(ctx, g.Group)
@@ -291,6 +310,9 @@ func (s *server) groupViews(ctx context.Context) []groupJSON {
 			gj.Error = err.Error()
 		}
 		for _, l := range lags {
+			if !s.mayTopic(r, auth.OpDescribe, l.Topic) {
+				continue
+			}
 			gj.Partitions = append(gj.Partitions, groupPartJSON{Topic: l.Topic, Partition: l.Partition, Committed: l.Committed, HighWatermark: l.HighWatermark, Lag: l.Lag})
 			gj.Lag += l.Lag
 		}

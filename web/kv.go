@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/korvet/korvet/engine"
+	"github.com/korvet/korvet/engine/auth"
 )
 
 // The KV view: GET/HEAD /v1/kv/{topic}/{key}, POST /v1/kv/{topic}/_mget
@@ -43,13 +44,14 @@ type kvHandler struct {
 	kv KV
 }
 
-// registerKV adds the KV routes to mux.
-func registerKV(mux *http.ServeMux, kv KV) {
+// registerKV adds the KV routes to mux. guard puts each behind an ACL on
+// its topic: values take READ, the index figures DESCRIBE.
+func registerKV(mux *http.ServeMux, kv KV, guard func(auth.Operation, http.HandlerFunc) http.HandlerFunc) {
 	h := &kvHandler{kv: kv}
 	// Patterns with GET also match HEAD.
-	mux.HandleFunc("GET /v1/kv/{topic}/{key...}", h.get)
-	mux.HandleFunc("POST /v1/kv/{topic}/_mget", h.mget)
-	mux.HandleFunc("GET /v1/kv/{topic}", h.stats)
+	mux.HandleFunc("GET /v1/kv/{topic}/{key...}", guard(auth.OpRead, h.get))
+	mux.HandleFunc("POST /v1/kv/{topic}/_mget", guard(auth.OpRead, h.mget))
+	mux.HandleFunc("GET /v1/kv/{topic}", guard(auth.OpDescribe, h.stats))
 }
 
 // decodeKey reads a key as the request encodes it.

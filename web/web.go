@@ -7,18 +7,17 @@ package web
 import (
 	"context"
 	"crypto/sha256"
-	"crypto/subtle"
 	"embed"
 	"encoding/json"
 	"io/fs"
 	"log/slog"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/korvet/korvet/engine"
+	"github.com/korvet/korvet/engine/auth"
 	"github.com/korvet/korvet/engine/group"
 )
 
@@ -44,9 +43,23 @@ type Options struct {
 	// Metrics is the process's Prometheus registry (the Kafka server's
 	// metrics, Go runtime); /metrics adds the engine's gauges to it.
 	Metrics prometheus.Gatherer
-	// AdminToken guards state-changing endpoints; empty disables them.
+	// AdminToken, sent as "Authorization: Bearer <token>", logs a request
+	// in as a super user; empty disables tokens.
 	AdminToken string
-	Logger     *slog.Logger
+	// Login says whether requests without credentials are served, as
+	// User:ANONYMOUS (LoginNone, the default), or must log in with HTTP
+	// Basic (LoginBasic). Basic credentials are accepted in both modes.
+	Login string
+	// Passwords checks HTTP Basic logins; nil turns Basic off.
+	Passwords Passwords
+	// Policy decides what each principal may see and do: the Kafka
+	// listeners' own. Nil allows everything.
+	Policy *auth.Policy
+	// RestrictHosts makes anonymous requests name korvet in Host: an IP
+	// address, localhost, or one of Hosts (against DNS rebinding).
+	RestrictHosts bool
+	Hosts         []string
+	Logger        *slog.Logger
 }
 
 // Listener is one address korvet serves.
@@ -115,11 +128,12 @@ type server struct {
 	// adminHash is the token's SHA-256; hashing both sides first makes the
 	// comparison constant-time whatever the lengths.
 	adminHash *[32]byte
+	logins    *loginCache
 }
 
 // New returns korvet's HTTP handler.
 func New(eng *engine.Engine, opts Options) http.Handler {
-	s := &server{eng: eng, opts: opts, groups: opts.Groups, log: opts.Logger}
+	s := &server{eng: eng, opts: opts, groups: opts.Groups, log: opts.Logger, logins: newLoginCache()}
 	if s.groups == nil {
 		s.groups = eng.Groups()
 	}
@@ -134,17 +148,19 @@ func New(eng *engine.Engine, opts Options) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("GET /readyz", s.readyz)
-	mux.HandleFunc("GET /metrics", s.metrics)
+	mux.HandleFunc("GET /metrics", s.clusterGuard(auth.OpDescribe, s.metrics))
 
 	mux.HandleFunc("GET /api/v1/status", s.apiStatus)
 	mux.HandleFunc("GET /api/v1/topics", s.apiTopics)
 	mux.HandleFunc("GET /api/v1/groups", s.apiGroups)
 	mux.HandleFunc("POST /api/v1/index/rebuild", s.admin(s.apiIndexRebuild))
-	registerKV(mux, eng)
+	registerKV(mux, eng, s.topicGuard)
 	if store := eng.ColdStore(); store != nil {
 		// The Iceberg REST catalog, read-only: DuckDB, Trino, Spark or
-		// PyIceberg attach to the archive at http://HOST/iceberg.
-		mux.Handle("/iceberg/", http.StripPrefix("/iceberg", store.RESTHandler()))
+		// PyIceberg attach to the archive at http://HOST/iceberg. A table
+		// is a topic's archive: it takes READ on the topic.
+		readable := func(r *http.Request, topic string) bool { return s.mayTopic(r, auth.OpRead, topic) }
+		mux.Handle("/iceberg/", http.StripPrefix("/iceberg", store.RESTHandler(readable)))
 	}
 
 	assets, _ := fs.Sub(static, "static")
@@ -157,7 +173,7 @@ func New(eng *engine.Engine, opts Options) http.Handler {
 		pageHeaders(w)
 		files.ServeHTTP(w, r)
 	})
-	return mux
+	return s.gate(mux)
 }
 
 // pageHeaders keep the page self-contained: scripts and styles from
@@ -204,9 +220,6 @@ func (s *server) readyz(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "checks": checks})
 }
 
-// admin lets a request through only with "Authorization: Bearer <token>"
-// matching [http] admin_token. A header (not a cookie or a query
-// parameter) is what keeps other sites' pages from forging the request.
 // localAdmin marks requests that came over korvet's unix socket in
 // data_dir: the socket's file permissions (owner only) are the check, so
 // the local korvet user (the nightly index rebuild) needs no token.
@@ -218,24 +231,37 @@ func LocalAdmin(ctx context.Context) context.Context {
 	return context.WithValue(ctx, localAdmin{}, true)
 }
 
+func isLocalAdmin(ctx context.Context) bool {
+	local, _ := ctx.Value(localAdmin{}).(bool)
+	return local
+}
+
+// admin lets a request through only for those who may administer korvet
+// (mayAdmin). A header (Basic or Bearer, not a cookie) carries the
+// credentials, and gate refuses cross-site posts, so other sites' pages
+// cannot forge the request.
 func (s *server) admin(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if local, _ := r.Context().Value(localAdmin{}).(bool); local {
+		switch {
+		case s.mayAdmin(r):
 			next(w, r)
+		case identityOf(r).principal == auth.Anonymous:
+			s.challenge(w, "log in as a super user, or send Authorization: Bearer <[http] admin_token>")
+		default:
+			forbidden(w, r, "administering korvet (needs a super user, or ALTER on the cluster)")
+		}
+	}
+}
+
+// clusterGuard runs h only for principals that may do op on the cluster:
+// /metrics names every topic and group.
+func (s *server) clusterGuard(op auth.Operation, h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if !s.allowed(r, op, auth.ResCluster, auth.ClusterName) {
+			forbidden(w, r, op.String()+" on the cluster")
 			return
 		}
-		if s.adminHash == nil {
-			writeError(w, http.StatusForbidden, "state-changing endpoints are disabled: set [http] admin_token in korvet.toml")
-			return
-		}
-		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		got := sha256.Sum256([]byte(strings.TrimSpace(token)))
-		if !ok || subtle.ConstantTimeCompare(got[:], s.adminHash[:]) != 1 {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="korvet"`)
-			writeError(w, http.StatusUnauthorized, "missing or wrong admin token (send Authorization: Bearer <[http] admin_token>)")
-			return
-		}
-		next(w, r)
+		h(w, r)
 	}
 }
 

@@ -198,3 +198,35 @@ func (s *Store) decoy(m Mechanism, user string) Credential {
 	salt := mac(ScramSHA256, s.seed, []byte(m.String()+"\x00"+user))
 	return Credential{Salt: salt, Iterations: DefaultIterations, StoredKey: make([]byte, m.size()), ServerKey: make([]byte, m.size())}
 }
+
+// AddUserIfAbsent gives user a credential for every mechanism from
+// password, unless the user already has one (HSETNX: several brokers
+// starting at once create it once). created reports whether it did.
+func (s *Store) AddUserIfAbsent(ctx context.Context, user, password string, iterations int) (created bool, err error) {
+	if err := ValidUserName(user); err != nil {
+		return false, err
+	}
+	for _, m := range Mechanisms {
+		if _, ok, err := s.Credential(ctx, m, user); err != nil || ok {
+			return false, err
+		}
+	}
+	for _, m := range Mechanisms {
+		c, err := NewCredential(m, password, iterations)
+		if err != nil {
+			return false, err
+		}
+		js, err := json.Marshal(c)
+		if err != nil {
+			return false, fmt.Errorf("store %s credential of %q: %w", m, user, err)
+		}
+		r, err := s.rc.Do(ctx, "HSETNX", s.scramKey(m), user, js)
+		if err != nil {
+			return false, fmt.Errorf("store %s credential of %q: %w", m, user, err)
+		}
+		if n, _ := r.Int(); n == 1 {
+			created = true
+		}
+	}
+	return created, nil
+}
