@@ -31,11 +31,11 @@ func haveClient(t *testing.T, what, pkg string, probe ...string) bool {
 	return true
 }
 
-// startSASLKorvet starts the binary with SCRAM required on its Kafka
-// listener and users made with `korvet user add`, name -> password.
-func startSASLKorvet(t *testing.T, users map[string]string) *proc {
+// newProc is a korvet process on r, on free ports, not started yet: the
+// caller writes p.cfg and calls p.launch. It is killed when the test ends,
+// and its log shown if the test failed.
+func newProc(t *testing.T, r *testbed.Redis) *proc {
 	t.Helper()
-	r := testbed.StartRedis(t)
 	kafkaPort, httpPort := testbed.FreePort(t), testbed.FreePort(t)
 	p := &proc{
 		logs:      &syncBuffer{},
@@ -43,24 +43,7 @@ func startSASLKorvet(t *testing.T, users map[string]string) *proc {
 		httpBase:  fmt.Sprintf("http://127.0.0.1:%d", httpPort),
 		bin:       korvetBinary(t),
 		redis:     r,
-	}
-	p.cfg = writeConfig(t, fmt.Sprintf(`data_dir = %q
-log_level = "debug"
-[kafka]
-listen = %q
-auth = "sasl"
-sasl_mechanisms = ["SCRAM-SHA-256", "SCRAM-SHA-512"]
-[http]
-listen = "127.0.0.1:%d"
-[redis]
-url = %q
-`, t.TempDir(), p.kafkaAddr, httpPort, r.URL))
-	for name, pw := range users {
-		cmd := exec.Command(p.bin, "user", "add", "--config", p.cfg, name)
-		cmd.Stdin = strings.NewReader(pw + "\n")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("korvet user add %s: %v\n%s", name, err, out)
-		}
+		done:      true, // until launched
 	}
 	t.Cleanup(func() {
 		if !p.done {
@@ -71,6 +54,33 @@ url = %q
 			t.Logf("korvet log:\n%s", p.logs.String())
 		}
 	})
+	return p
+}
+
+// startSASLKorvet starts the binary with SCRAM required on its Kafka
+// listener and users made with `korvet user add`, name -> password.
+func startSASLKorvet(t *testing.T, users map[string]string) *proc {
+	t.Helper()
+	r := testbed.StartRedis(t)
+	p := newProc(t, r)
+	p.cfg = writeConfig(t, fmt.Sprintf(`data_dir = %q
+log_level = "debug"
+[kafka]
+listen = %q
+auth = "sasl"
+sasl_mechanisms = ["SCRAM-SHA-256", "SCRAM-SHA-512"]
+[http]
+listen = %q
+[redis]
+url = %q
+`, t.TempDir(), p.kafkaAddr, strings.TrimPrefix(p.httpBase, "http://"), r.URL))
+	for name, pw := range users {
+		cmd := exec.Command(p.bin, "user", "add", "--config", p.cfg, name)
+		cmd.Stdin = strings.NewReader(pw + "\n")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("korvet user add %s: %v\n%s", name, err, out)
+		}
+	}
 	p.launch(t)
 	return p
 }
