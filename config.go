@@ -18,6 +18,7 @@ import (
 
 	"github.com/korvet/korvet/cold"
 	"github.com/korvet/korvet/engine"
+	"github.com/korvet/korvet/internal/redact"
 	"github.com/korvet/korvet/resp"
 )
 
@@ -234,7 +235,7 @@ func loadConfig(path string) (Config, error) {
 		return c, bad(toml.Key{"data_dir"}, "must not be empty")
 	}
 	if w := c.Cold.Warehouse; w != "" && !strings.HasPrefix(w, "s3://") && !strings.HasPrefix(w, "file:///") {
-		return c, bad(toml.Key{"cold", "warehouse"}, "want s3://bucket/prefix or file:///absolute/dir, got %q", w)
+		return c, bad(toml.Key{"cold", "warehouse"}, "want s3://bucket/prefix or file:///absolute/dir, got %q", redact.URL(w))
 	}
 	if strings.HasPrefix(c.Cold.Warehouse, "s3://") && c.Cold.Endpoint == "" && c.Cold.Region == "" {
 		return c, bad(toml.Key{"cold", "region"}, "an s3:// warehouse needs a region or an endpoint")
@@ -400,6 +401,10 @@ func firstLANAddress() string {
 	}
 	return "127.0.0.1"
 }
+
+// shownRedisURL is the Redis URL as logs and errors show it: without its
+// password.
+func (c *Config) shownRedisURL() string { return redact.URL(c.Redis.URL) }
 
 // coldConfig is the cold tier's configuration, with paths under data_dir
 // where the file leaves them out.

@@ -111,7 +111,7 @@ func openLogOnly(ctx context.Context, cfg Config, logOut io.Writer) (*engine.Eng
 	cancel()
 	if err != nil {
 		rc.Close()
-		return nil, nil, fmt.Errorf("redis at %s does not answer: %w", cfg.Redis.URL, err)
+		return nil, nil, fmt.Errorf("redis at %s does not answer: %w", cfg.shownRedisURL(), err)
 	}
 	eng, err := engine.Open(ctx, rc, engine.Options{
 		Keyspace:      cfg.Redis.Keyspace,

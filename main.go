@@ -111,7 +111,7 @@ func serve(ctx context.Context, cfg Config, logOut io.Writer) error {
 	err = rc.Ping(pingCtx)
 	cancel()
 	if err != nil {
-		return fmt.Errorf("redis at %s does not answer (is redis-server running? set [redis] url in the config): %w", cfg.Redis.URL, err)
+		return fmt.Errorf("redis at %s does not answer (is redis-server running? set [redis] url in the config): %w", cfg.shownRedisURL(), err)
 	}
 
 	// The cold tier opens even while the object store is down: archiving
@@ -223,7 +223,7 @@ func serve(ctx context.Context, cfg Config, logOut io.Writer) error {
 	if err != nil {
 		log.Warn("no local admin socket; korvet index rebuild needs [http] admin_token while korvet runs", "err", err)
 	}
-	log.Info("korvet started", append(append([]any{"version", version}, logListeners...), "http", hln.Addr().String(), "redis", cfg.Redis.URL, "keyspace", cfg.Redis.Keyspace)...)
+	log.Info("korvet started", append(append([]any{"version", version}, logListeners...), "http", hln.Addr().String(), "redis", cfg.shownRedisURL(), "keyspace", cfg.Redis.Keyspace)...)
 
 	err = ks.ServeListeners(ctx, cfg.ShutdownGrace.Duration, kls...)
 	shutCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -105,7 +105,7 @@ func userCommand(sub string, names []string, mechs []auth.Mechanism, iterations 
 	defer rc.Close()
 	store, err := auth.Open(ctx, rc, auth.Options{Keyspace: cfg.Redis.Keyspace, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
-		return fmt.Errorf("redis at %s: %w", cfg.Redis.URL, err)
+		return fmt.Errorf("redis at %s: %w", cfg.shownRedisURL(), err)
 	}
 	switch sub {
 	case "add":

@@ -27,7 +27,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -38,6 +37,8 @@ import (
 	"github.com/apache/iceberg-go/table"
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/compress/zstd"
+
+	"github.com/korvet/korvet/internal/redact"
 )
 
 // Config configures the cold tier.
@@ -174,14 +175,14 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Store, error) {
 		keepSnaps: 20,
 		groups:    newGroupCache(cfg.ReadCacheBytes),
 	}
-	u, err := url.Parse(cfg.Warehouse)
+	u, err := redact.ParseURL(cfg.Warehouse)
 	if err != nil {
-		return nil, fmt.Errorf("cold: warehouse %q: %w", cfg.Warehouse, err)
+		return nil, fmt.Errorf("cold: warehouse %q: %w", redact.URL(cfg.Warehouse), err)
 	}
 	switch u.Scheme {
 	case "s3", "s3a":
 		if u.Host == "" {
-			return nil, fmt.Errorf("cold: warehouse %q names no bucket", cfg.Warehouse)
+			return nil, fmt.Errorf("cold: warehouse %q names no bucket", redact.URL(cfg.Warehouse))
 		}
 		o, err := newS3Objects(cfg, u.Host, &s.n)
 		if err != nil {
@@ -195,7 +196,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Store, error) {
 			dir = cfg.Warehouse
 		}
 		if !filepath.IsAbs(dir) || u.Host != "" {
-			return nil, fmt.Errorf("cold: warehouse %q: want file:///absolute/dir", cfg.Warehouse)
+			return nil, fmt.Errorf("cold: warehouse %q: want file:///absolute/dir", redact.URL(cfg.Warehouse))
 		}
 		dir = filepath.Clean(dir)
 		if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -204,7 +205,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Store, error) {
 		s.obj = &localObjects{n: &s.n}
 		s.root = "file://" + filepath.ToSlash(dir)
 	default:
-		return nil, fmt.Errorf("cold: warehouse %q: scheme must be s3 or file", cfg.Warehouse)
+		return nil, fmt.Errorf("cold: warehouse %q: scheme must be s3 or file", redact.URL(cfg.Warehouse))
 	}
 	if s.footers, err = newFooterCache(cfg.CacheDir, 32<<20); err != nil {
 		return nil, err

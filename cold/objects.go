@@ -9,7 +9,6 @@ import (
 	"io"
 	"io/fs"
 	"net/http"
-	"net/url"
 	"os"
 	"path"
 	"path/filepath"
@@ -19,6 +18,8 @@ import (
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
+
+	"github.com/korvet/korvet/internal/redact"
 )
 
 // objects is the warehouse's object store: a bucket reached with minio-go,
@@ -91,9 +92,9 @@ func newS3Objects(cfg Config, bucket string, n *counters) (*s3Objects, error) {
 		endpoint, secure = "s3.amazonaws.com", true
 	}
 	if strings.Contains(endpoint, "://") {
-		u, err := url.Parse(endpoint)
+		u, err := redact.ParseURL(endpoint)
 		if err != nil {
-			return nil, fmt.Errorf("cold: endpoint %q: %w", cfg.Endpoint, err)
+			return nil, fmt.Errorf("cold: endpoint %q: %w", redact.URL(cfg.Endpoint), err)
 		}
 		switch u.Scheme {
 		case "http":
@@ -101,7 +102,7 @@ func newS3Objects(cfg Config, bucket string, n *counters) (*s3Objects, error) {
 		case "https":
 			secure = true
 		default:
-			return nil, fmt.Errorf("cold: endpoint %q: scheme must be http or https", cfg.Endpoint)
+			return nil, fmt.Errorf("cold: endpoint %q: scheme must be http or https", redact.URL(cfg.Endpoint))
 		}
 		endpoint = u.Host
 	}
@@ -135,7 +136,7 @@ func newS3Objects(cfg Config, bucket string, n *counters) (*s3Objects, error) {
 		MaxRetries: 3,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("cold: s3 client for %s: %w", endpoint, err)
+		return nil, fmt.Errorf("cold: s3 client for %s: %w", redact.URL(endpoint), err)
 	}
 	return &s3Objects{cl: cl, bucket: bucket, region: region, n: n, partSize: 16 << 20}, nil
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/apache/iceberg-go/table"
@@ -187,6 +188,12 @@ func (s *Store) clientConfig() map[string]string {
 			} else {
 				ep = "http://" + ep
 			}
+		}
+		// User info in the endpoint is never used to sign (the keys are),
+		// and readers must not see it.
+		if u, err := url.Parse(ep); err == nil && u.User != nil {
+			u.User = nil
+			ep = u.String()
 		}
 		c["s3.endpoint"] = ep
 	}

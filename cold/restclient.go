@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/apache/iceberg-go/table"
+
+	"github.com/korvet/korvet/internal/redact"
 )
 
 // restCatalog commits table metadata to an Iceberg REST catalog. It is a
@@ -29,9 +31,9 @@ type restCatalog struct {
 }
 
 func newRESTCatalog(uri, token, root string, o objects, fsys table.FSysF) (*restCatalog, error) {
-	u, err := url.Parse(uri)
+	u, err := redact.ParseURL(uri)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") {
-		return nil, fmt.Errorf("cold: rest catalog URL %q: want http(s)://host[:port][/path]", uri)
+		return nil, fmt.Errorf("cold: rest catalog URL %q: want http(s)://host[:port][/path]", redact.URL(uri))
 	}
 	c := &restCatalog{
 		base:   strings.TrimRight(uri, "/") + "/v1",
@@ -85,7 +87,7 @@ func (c *restCatalog) do(ctx context.Context, method, path string, in, out any) 
 	}
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("%s %s: %w", method, path, redact.URLError(err))
 	}
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")
@@ -95,7 +97,7 @@ func (c *restCatalog) do(ctx context.Context, method, path string, in, out any) 
 	}
 	resp, err := c.client.Do(req)
 	if err != nil {
-		return 0, fmt.Errorf("%s %s: %w", method, path, err)
+		return 0, fmt.Errorf("%s %s: %w", method, path, redact.URLError(err))
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
@@ -108,6 +110,10 @@ func (c *restCatalog) do(ctx context.Context, method, path string, in, out any) 
 		msg := e.Error.Message
 		if msg == "" {
 			msg = strings.TrimSpace(string(b))
+		}
+		if c.token != "" {
+			// A catalog may echo the request, bearer token and all.
+			msg = strings.ReplaceAll(msg, c.token, redact.Mask)
 		}
 		return resp.StatusCode, fmt.Errorf("%s %s: %d %s: %s", method, path, resp.StatusCode, e.Error.Type, msg)
 	}

@@ -82,6 +82,12 @@ func (c *conn) autoCreates(topic string) bool {
 
 // handle runs h for req behind its API's authorization rule.
 func (c *conn) handle(ctx context.Context, h handler, req kmsg.Request) func() kmsg.Response {
+	// The SCRAM user APIs are closed to all but super users even with
+	// ACLs off: anyone who may set a password may log in as anyone.
+	if deny := c.scramAdminDenied(req); deny != nil {
+		c.s.log.Info("SCRAM user API refused: not a super user", "api", kmsg.NameForKey(req.Key()), "principal", c.principal, "remote", c.nc.RemoteAddr())
+		return func() kmsg.Response { return deny }
+	}
 	if !c.s.opts.ACLs || c.super {
 		return h(ctx, c, req)
 	}
@@ -151,8 +157,10 @@ func aclRule(key int16) aclRuleFunc {
 		return aclInitProducerID
 	case 23:
 		return aclOffsetForLeaderEpoch
-	case 29, 30, 31, 35, 50, 51:
+	case 29, 30, 31, 35:
 		return aclClusterAdmin
+	case 50, 51:
+		return aclSuperOnly
 	case 32:
 		return aclDescribeConfigs
 	case 33:
@@ -545,19 +553,13 @@ func aclInitProducerID(c *conn, kr kmsg.Request) (kmsg.Response, func(kmsg.Respo
 }
 
 // aclClusterAdmin guards the APIs that read or change the cluster as a
-// whole: ACLs, users, log dirs.
+// whole: ACLs, log dirs.
 func aclClusterAdmin(c *conn, kr kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
 	msg := kmsg.StringPtr("not authorized on the cluster resource")
 	switch req := kr.(type) {
 	case *kmsg.DescribeACLsRequest:
 		if !c.authorizeCluster(auth.OpDescribe) {
 			resp := req.ResponseKind().(*kmsg.DescribeACLsResponse)
-			resp.ErrorCode, resp.ErrorMessage = clusterDenied, msg
-			return resp, nil
-		}
-	case *kmsg.DescribeUserSCRAMCredentialsRequest:
-		if !c.authorizeCluster(auth.OpDescribe) {
-			resp := req.ResponseKind().(*kmsg.DescribeUserSCRAMCredentialsResponse)
 			resp.ErrorCode, resp.ErrorMessage = clusterDenied, msg
 			return resp, nil
 		}
@@ -588,18 +590,48 @@ func aclClusterAdmin(c *conn, kr kmsg.Request) (kmsg.Response, func(kmsg.Respons
 			}
 			return resp, nil
 		}
-	case *kmsg.AlterUserSCRAMCredentialsRequest:
-		if !c.authorizeCluster(auth.OpAlter) {
-			resp := req.ResponseKind().(*kmsg.AlterUserSCRAMCredentialsResponse)
-			for _, u := range scramAlterUsers(req) {
-				r := kmsg.NewAlterUserSCRAMCredentialsResponseResult()
-				r.User, r.ErrorCode, r.ErrorMessage = u, clusterDenied, msg
-				resp.Results = append(resp.Results, r)
-			}
-			return resp, nil
-		}
 	default:
 		return kr.ResponseKind(), nil // unreachable: aclRule lists the keys
+	}
+	return nil, nil
+}
+
+// mayManageUsers: only a super user that is not anonymous may describe
+// or change SCRAM credentials, whatever the ACLs say. (User:ANONYMOUS as a
+// super user gives anonymous clients the rest, not the passwords.)
+func (c *conn) mayManageUsers() bool {
+	return c.super && c.principal != auth.Anonymous && c.principal != ""
+}
+
+// scramAdminDenied is the answer to a SCRAM user API request from a
+// principal that may not manage users, nil for any other request.
+func (c *conn) scramAdminDenied(kr kmsg.Request) kmsg.Response {
+	if k := kr.Key(); (k != 50 && k != 51) || c.mayManageUsers() {
+		return nil
+	}
+	msg := kmsg.StringPtr("only super users (kafka.super_users) may describe or alter SCRAM credentials")
+	switch req := kr.(type) {
+	case *kmsg.DescribeUserSCRAMCredentialsRequest:
+		resp := req.ResponseKind().(*kmsg.DescribeUserSCRAMCredentialsResponse)
+		resp.ErrorCode, resp.ErrorMessage = clusterDenied, msg
+		return resp
+	case *kmsg.AlterUserSCRAMCredentialsRequest:
+		resp := req.ResponseKind().(*kmsg.AlterUserSCRAMCredentialsResponse)
+		for _, u := range scramAlterUsers(req) {
+			r := kmsg.NewAlterUserSCRAMCredentialsResponseResult()
+			r.User, r.ErrorCode, r.ErrorMessage = u, clusterDenied, msg
+			resp.Results = append(resp.Results, r)
+		}
+		return resp
+	}
+	return nil
+}
+
+// aclSuperOnly is the rule of the SCRAM user APIs; handle has refused
+// them already to everyone but super users, who never reach a rule.
+func aclSuperOnly(c *conn, kr kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+	if deny := c.scramAdminDenied(kr); deny != nil {
+		return deny, nil
 	}
 	return nil, nil
 }

@@ -528,8 +528,11 @@ func TestApiVersionsOffers(t *testing.T) {
 }
 
 func TestScramAdminAPIs(t *testing.T) {
-	b := startSecure(t, secureOpts{plain: true, tls: true, tlsSASL: []string{kafkawire.MechScramSHA256, kafkawire.MechScramSHA512}})
-	adm := kadm.NewClient(b.client(b.plainAddr))
+	b := startSecure(t, secureOpts{plain: true, plainSASL: []string{kafkawire.MechScramSHA256}, super: []string{"User:root"},
+		tls: true, tlsSASL: []string{kafkawire.MechScramSHA256, kafkawire.MechScramSHA512}})
+	b.addUser("root", "pw-root-1234")
+	root := b.client(b.plainAddr, scram256("root", "pw-root-1234"))
+	adm := kadm.NewClient(root)
 	ctx := ctxT(t, 30*time.Second)
 	res, err := adm.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{
 		{User: "ada", Mechanism: kadm.ScramSha256, Iterations: 4096, Password: "pw-256"},
@@ -548,7 +551,7 @@ func TestScramAdminAPIs(t *testing.T) {
 	weak.Upsertions = append(weak.Upsertions, up, up)
 	up.Name, up.Iterations = "carol", 4096
 	weak.Upsertions = append(weak.Upsertions, up)
-	wr, err := weak.RequestWith(ctx, b.client(b.plainAddr))
+	wr, err := weak.RequestWith(ctx, root)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -559,7 +562,7 @@ func TestScramAdminAPIs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(desc) != 2 || len(desc["ada"].CredInfos) != 2 || desc["ada"].CredInfos[1] != (kadm.CredInfo{Mechanism: kadm.ScramSha512, Iterations: 8192}) {
+	if len(desc) != 3 || len(desc["ada"].CredInfos) != 2 || desc["ada"].CredInfos[1] != (kadm.CredInfo{Mechanism: kadm.ScramSha512, Iterations: 8192}) {
 		t.Errorf("described %+v", desc)
 	}
 	desc, err = adm.DescribeUserSCRAMs(ctx, "ada", "dave")
@@ -584,6 +587,110 @@ func TestScramAdminAPIs(t *testing.T) {
 	cl := b.client(b.tlsAddr, tlsCfg, scram512("ada", "pw-512"), kgo.RequestRetries(0))
 	if err := cl.Ping(ctx); !errors.Is(err, kerr.SaslAuthenticationFailed) {
 		t.Errorf("deleted credential: %v", err)
+	}
+}
+
+// TestScramAdminSuperOnly: DescribeUserScramCredentials and
+// AlterUserScramCredentials answer only super users, with ACLs on or off:
+// not anonymous clients (even with User:ANONYMOUS among the super users),
+// nor an authenticated user, even one that ACLs allow everything on the
+// cluster. ApiVersions still lists them.
+func TestScramAdminSuperOnly(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		acls  bool
+		super []string
+	}{
+		{"acls off", false, []string{"User:root"}},
+		{"acls on", true, []string{"User:root"}},
+		{"acls on, anonymous super", true, []string{"User:root", "User:ANONYMOUS"}},
+		{"acls off, anonymous super", false, []string{"User:root", "User:ANONYMOUS"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := startSecure(t, secureOpts{plain: true, acls: tc.acls, super: tc.super,
+				tls: true, tlsSASL: []string{kafkawire.MechScramSHA256}})
+			b.addUser("root", "pw-root-1234")
+			b.addUser("alice", "pw-alice-1234")
+			ctx := ctxT(t, 30*time.Second)
+			if tc.acls {
+				all := auth.ACL{Principal: "User:alice", Host: "*", ResourceType: auth.ResCluster, Pattern: auth.PatternLiteral,
+					Resource: auth.ClusterName, Operation: auth.OpAll, Permission: auth.PermAllow}
+				if err := b.store.CreateACLs(ctx, []auth.ACL{all}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			tlsCfg := kgo.DialTLSConfig(b.pki.clientTLS(false))
+			clients := map[string]*kgo.Client{
+				"anonymous": b.client(b.plainAddr, kgo.RequestRetries(0)),
+				"alice":     b.client(b.tlsAddr, tlsCfg, scram256("alice", "pw-alice-1234"), kgo.RequestRetries(0)),
+				"root":      b.client(b.tlsAddr, tlsCfg, scram256("root", "pw-root-1234"), kgo.RequestRetries(0)),
+			}
+			for _, who := range []string{"anonymous", "alice", "root"} {
+				cl := clients[who]
+				versions, err := kmsg.NewPtrApiVersionsRequest().RequestWith(ctx, cl)
+				if err != nil {
+					t.Fatal(err)
+				}
+				offered := 0
+				for _, k := range versions.ApiKeys {
+					if k.ApiKey == 50 || k.ApiKey == 51 {
+						offered++
+					}
+				}
+				if offered != 2 {
+					t.Errorf("%s: ApiVersions lists %d of the 2 SCRAM user APIs", who, offered)
+				}
+
+				desc, err := kmsg.NewPtrDescribeUserSCRAMCredentialsRequest().RequestWith(ctx, cl)
+				if err != nil {
+					t.Fatalf("%s describe: %v", who, err)
+				}
+				alter := kmsg.NewPtrAlterUserSCRAMCredentialsRequest()
+				up := kmsg.NewAlterUserSCRAMCredentialsRequestUpsertion()
+				salted := make([]byte, 32)
+				up.Name, up.Mechanism, up.Iterations, up.Salt, up.SaltedPassword = "by-"+who, 1, 4096, []byte("salt-"+who), salted
+				alter.Upsertions = append(alter.Upsertions, up)
+				del := kmsg.NewAlterUserSCRAMCredentialsRequestDeletion()
+				del.Name, del.Mechanism = "alice", 2
+				alter.Deletions = append(alter.Deletions, del)
+				ar, err := alter.RequestWith(ctx, cl)
+				if err != nil {
+					t.Fatalf("%s alter: %v", who, err)
+				}
+				_, created, err := b.store.Credential(ctx, auth.ScramSHA256, "by-"+who)
+				if err != nil {
+					t.Fatal(err)
+				}
+				_, alice512, err := b.store.Credential(ctx, auth.ScramSHA512, "alice")
+				if err != nil {
+					t.Fatal(err)
+				}
+
+				if who == "root" {
+					if desc.ErrorCode != 0 || len(desc.Results) != 2 {
+						t.Errorf("root describe: code %d, %d users, want 0 and 2 (root, alice)", desc.ErrorCode, len(desc.Results))
+					}
+					if len(ar.Results) != 2 || ar.Results[0].ErrorCode != 0 || ar.Results[1].ErrorCode != 0 || !created || alice512 {
+						t.Errorf("root alter: %+v, by-root created %v, alice's SHA-512 left %v", ar.Results, created, alice512)
+					}
+					continue
+				}
+				if desc.ErrorCode != kerr.ClusterAuthorizationFailed.Code || len(desc.Results) != 0 {
+					t.Errorf("%s describe: code %d with %d users, want CLUSTER_AUTHORIZATION_FAILED and none", who, desc.ErrorCode, len(desc.Results))
+				}
+				if len(ar.Results) != 2 {
+					t.Fatalf("%s alter: %d results, want 2", who, len(ar.Results))
+				}
+				for _, r := range ar.Results {
+					if r.ErrorCode != kerr.ClusterAuthorizationFailed.Code {
+						t.Errorf("%s alter %s: code %d, want CLUSTER_AUTHORIZATION_FAILED", who, r.User, r.ErrorCode)
+					}
+				}
+				if created || !alice512 {
+					t.Errorf("%s alter went through: by-%s created %v, alice's SHA-512 left %v", who, who, created, alice512)
+				}
+			}
+		})
 	}
 }
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs korvet's whole test suite, installing what it needs first on a fresh
-# Debian machine (redis-server, kcat, python3-kafka, chromium for the status
-# page, systemd for systemd-analyze). Exits non-zero on any failure.
+# Debian machine (redis-server, kcat, python3-kafka, python3-confluent-kafka,
+# chromium for the status page, systemd for systemd-analyze). Exits non-zero
+# on any failure.
 #
 # As root with CI or KORVET_TEST_DEB=1 set, the suite installs the .deb it
 # builds on this machine and purges it again. KORVET_ARTIFACTS=DIR keeps the
@@ -31,6 +32,8 @@ need_cmd systemd-analyze systemd
 need_cmd dpkg-deb dpkg
 # kafka-python 2.0 (a client test drives it through Debian's python3).
 /usr/bin/python3 -c 'import kafka' >/dev/null 2>&1 || apt_install "python kafka module" python3-kafka
+# confluent-kafka (librdkafka; the SCRAM client tests log in with it).
+/usr/bin/python3 -c 'import confluent_kafka' >/dev/null 2>&1 || apt_install "python confluent_kafka module" python3-confluent-kafka
 # versitygw (Apache-2.0), the S3 server the cold-tier tests run against.
 gobin=$(go env GOBIN)
 [[ -n $gobin ]] || gobin="$(go env GOPATH | cut -d: -f1)/bin"

@@ -176,6 +176,7 @@ type Scram struct {
 	gs2Header       string
 	clientFirstBare string
 	serverFirst     string
+	cnonce          string // the client's nonce
 	nonce           string // client nonce + server nonce
 
 	// serverNonce makes the server's nonce; tests fix it.
@@ -269,6 +270,7 @@ func (sc *Scram) clientFirst(ctx context.Context, msg string) ([]byte, error) {
 		cred = sc.store.decoy(sc.mech, user)
 	}
 	sc.cred, sc.known = cred, known
+	sc.cnonce = cnonce
 	sc.nonce = cnonce + sc.serverNonce()
 	sc.serverFirst = "r=" + sc.nonce + ",s=" + base64.StdEncoding.EncodeToString(cred.Salt) + fmt.Sprintf(",i=%d", cred.Iterations)
 	return []byte(sc.serverFirst), nil
@@ -287,13 +289,15 @@ func (sc *Scram) clientFinal(msg string) ([]byte, error) {
 	if err != nil || string(cbind) != sc.gs2Header {
 		return nil, fmt.Errorf("%w: channel binding data does not match the gs2 header", ErrAuthFailed)
 	}
-	if attrs[1][2:] != sc.nonce {
+	if !sc.nonceOK(attrs[1][2:]) {
 		return nil, fmt.Errorf("%w: nonce mismatch", ErrAuthFailed)
 	}
 	proof, err := base64.StdEncoding.DecodeString(proof64)
 	if err != nil || len(proof) != sc.mech.size() {
 		return nil, fmt.Errorf("%w: malformed client proof", ErrAuthFailed)
 	}
+	// The client-final message as sent, whichever nonce form it has: the
+	// proof is over what the client signed.
 	authMessage := []byte(sc.clientFirstBare + "," + sc.serverFirst + "," + withoutProof)
 	sig := mac(sc.mech, sc.cred.StoredKey, authMessage)
 	clientKey := make([]byte, len(proof))
@@ -304,6 +308,18 @@ func (sc *Scram) clientFinal(msg string) ([]byte, error) {
 		return nil, fmt.Errorf("%w: invalid credentials for user %q", ErrAuthFailed, sc.user)
 	}
 	return []byte("v=" + base64.StdEncoding.EncodeToString(mac(sc.mech, sc.cred.ServerKey, authMessage))), nil
+}
+
+// nonceOK checks the nonce of the client-final message. RFC 5802 wants
+// the combined nonce (client nonce + server nonce) back, exactly.
+// librdkafka before 2.6.1 (Debian 12's 2.0.2, under kcat and
+// confluent-kafka) sends its client nonce in front of the combined nonce,
+// client nonce twice. That one form is accepted too: it still carries the
+// whole server nonce, and the proof covers the message as sent. Kafka
+// 3.8.1 to 3.9 accepted any prefix (an "ends with" check); Kafka 4 and
+// korvet accept nothing else (CVE-2024-56128).
+func (sc *Scram) nonceOK(r string) bool {
+	return r == sc.nonce || r == sc.cnonce+sc.nonce
 }
 
 // decodeSaslName undoes RFC 5802's escaping of ',' and '=' in names.

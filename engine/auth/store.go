@@ -7,6 +7,7 @@ package auth
 import (
 	"context"
 	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -46,12 +47,44 @@ func Open(ctx context.Context, rc *resp.Client, opts Options) (*Store, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	s := &Store{rc: rc, ks: opts.Keyspace, log: opts.Logger, seed: make([]byte, 32)}
-	_, _ = rand.Read(s.seed)
+	s := &Store{rc: rc, ks: opts.Keyspace, log: opts.Logger}
+	if err := s.loadDecoySeed(ctx); err != nil {
+		return nil, err
+	}
 	if err := s.loadACLs(ctx); err != nil {
 		return nil, err
 	}
 	return s, nil
+}
+
+// clusterKey is the engine's cluster hash, which also keeps the decoy
+// seed.
+func (s *Store) clusterKey() string { return s.ks + ":meta:cluster" }
+
+// decoySeedField is the clusterKey field holding the decoy seed, hex.
+const decoySeedField = "scram_decoy_seed"
+
+// loadDecoySeed reads the seed of the decoy salts from Redis, creating it
+// on first use. Kept in Redis, the decoy salt of an unknown user is the
+// same from every korvet on that Redis and across restarts, as a real
+// user's salt is; a per-process seed would let a client tell unknown
+// users by the salt changing after a restart.
+func (s *Store) loadDecoySeed(ctx context.Context) error {
+	fresh := make([]byte, 32)
+	_, _ = rand.Read(fresh)
+	if _, err := s.rc.Do(ctx, "HSETNX", s.clusterKey(), decoySeedField, hex.EncodeToString(fresh)); err != nil {
+		return fmt.Errorf("create the SCRAM decoy seed in %s: %w", s.clusterKey(), err)
+	}
+	r, err := s.rc.Do(ctx, "HGET", s.clusterKey(), decoySeedField)
+	if err != nil {
+		return fmt.Errorf("read the SCRAM decoy seed from %s: %w", s.clusterKey(), err)
+	}
+	seed, err := hex.DecodeString(string(r.Bytes()))
+	if err != nil || len(seed) < 16 {
+		return fmt.Errorf("field %s of %s is not a hex seed of at least 16 bytes: delete the field and korvet makes a new one", decoySeedField, s.clusterKey())
+	}
+	s.seed = seed
+	return nil
 }
 
 // scramKey is a hash per mechanism: user name -> JSON Credential.
@@ -192,8 +225,8 @@ func (s *Store) CheckPassword(ctx context.Context, user, password string) error 
 	return fmt.Errorf("%w: invalid credentials for user %q", ErrAuthFailed, user)
 }
 
-// decoy is a made-up credential for an unknown user: its salt is stable
-// for the process, as a real user's would be.
+// decoy is a made-up credential for an unknown user: its salt is stable,
+// as a real user's is (see loadDecoySeed).
 func (s *Store) decoy(m Mechanism, user string) Credential {
 	salt := mac(ScramSHA256, s.seed, []byte(m.String()+"\x00"+user))
 	return Credential{Salt: salt, Iterations: DefaultIterations, StoredKey: make([]byte, m.size()), ServerKey: make([]byte, m.size())}

@@ -327,9 +327,9 @@
   // --- loop ---------------------------------------------------------------
 
   async function getJSON(path) {
-    // From the origin, not the page's URL: a page opened as
-    // http://user:pass@host/ has credentials in its URL, which fetch
-    // refuses; the browser sends the login it cached for the origin.
+    // From the origin, not the page's URL: a page opened with a login in
+    // its URL (user:pass@host) carries it in every relative URL, which
+    // fetch refuses; the browser sends the login it cached for the origin.
     const r = await fetch(new URL(path, location.origin), { cache: "no-store", credentials: "same-origin" });
     if (r.status === 401 || r.status === 403) throw new Error(path + ": not authorized (HTTP " + r.status + "); log in with a korvet user that may see it");
     if (!r.ok) throw new Error(path + " answered HTTP " + r.status);
