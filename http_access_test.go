@@ -317,7 +317,7 @@ archive_interval = "200ms"
 		chromium := findChromium(t)
 		logged := strings.Replace(base, "http://", "http://alice:alice-pw-123@", 1) + "/"
 		dom := runChromium(t, chromium, "--dump-dom", logged)
-		for _, want := range []string{`data-state="ready"`, `data-topic="ledger"`, `data-group="g-ledger"`} {
+		for _, want := range []string{`data-state="ready"`, `data-topic="ledger"`, `data-group="g-ledger"`, `title="logged in as">alice<`} {
 			if !strings.Contains(dom, want) {
 				t.Errorf("page DOM lacks %q", want)
 			}

@@ -25,6 +25,13 @@ type statusJSON struct {
 	Index    *IndexStatus   `json:"index"`             // null: korvet runs without a KV index
 	Tiering  *TieringStatus `json:"tiering,omitempty"` // absent: no cold tier
 	Warnings []string       `json:"warnings"`
+	// Viewer is who asked: what the page shows depends on it.
+	Viewer viewerJSON `json:"viewer"`
+}
+
+type viewerJSON struct {
+	Principal string `json:"principal"`
+	Super     bool   `json:"super"`
 }
 
 type brokerJSON struct {
@@ -81,7 +88,8 @@ func (s *server) apiStatus(w http.ResponseWriter, r *http.Request) {
 // describe are left out of the totals and the index and tiering parts.
 func (s *server) status(ctx context.Context, r *http.Request) statusJSON {
 	now := time.Now()
-	st := statusJSON{Time: now, Warnings: []string{}}
+	id := identityOf(r)
+	st := statusJSON{Time: now, Warnings: []string{}, Viewer: viewerJSON{Principal: id.principal, Super: id.super}}
 	var k KafkaStats
 	if s.opts.Kafka != nil {
 		k = s.opts.Kafka()

@@ -197,6 +197,7 @@
       overall.textContent = "All good";
     }
     $("updated").textContent = "updated " + new Date(st.time).toLocaleTimeString();
+    $("viewer").textContent = st.viewer ? st.viewer.principal.replace(/^User:/, "") : "";
     const ws = $("warnings");
     ws.replaceChildren(...st.warnings.map((w) => h("li", null, w)));
     ws.hidden = st.warnings.length === 0;
