@@ -358,6 +358,13 @@ func startKorvet(t *testing.T, extra string) *proc {
 // startKorvetOn is startKorvet on a given Redis.
 func startKorvetOn(t *testing.T, r *testbed.Redis, extra string) *proc {
 	t.Helper()
+	return startKorvetKafka(t, r, extra, "")
+}
+
+// startKorvetKafka is startKorvetOn with kafka appended to the [kafka]
+// section of the config.
+func startKorvetKafka(t *testing.T, r *testbed.Redis, extra, kafka string) *proc {
+	t.Helper()
 	kafkaPort, httpPort := testbed.FreePort(t), testbed.FreePort(t)
 	p := &proc{
 		logs:      &syncBuffer{},
@@ -371,11 +378,12 @@ log_level = "info"
 %s
 [kafka]
 listen = %q
+%s
 [http]
 listen = "127.0.0.1:%d"
 [redis]
 url = %q
-`, t.TempDir(), extra, p.kafkaAddr, httpPort, r.URL))
+`, t.TempDir(), extra, p.kafkaAddr, kafka, httpPort, r.URL))
 	// Registered after StartRedis's cleanup, so it runs before it.
 	t.Cleanup(func() {
 		if !p.done {
