@@ -43,6 +43,15 @@ type Config struct {
 		MaxInFlightBytes  int64  `toml:"max_inflight_bytes"`
 		// GroupInitialRebalanceDelay is Kafka's group.initial.rebalance.delay.ms.
 		GroupInitialRebalanceDelay duration `toml:"group_initial_rebalance_delay"`
+
+		// Bounds on what one client can make korvet (and Redis) hold.
+		MaxProduceDecompressedBytes int      `toml:"max_produce_decompressed_bytes"`
+		MaxPartitionsPerTopic       int32    `toml:"max_partitions_per_topic"`
+		MaxPartitions               int      `toml:"max_partitions"`
+		MaxConnectionsPerIP         int      `toml:"max_connections_per_ip"`
+		SASLAuthTimeout             duration `toml:"sasl_auth_timeout"`
+		ConnectionsMaxIdle          duration `toml:"connections_max_idle"`
+
 		// Security (security.go): authentication per listener, SASL
 		// mechanisms, ACLs, and the TLS listener.
 		Auth                 string            `toml:"auth"`
@@ -115,6 +124,12 @@ func defaultConfig() Config {
 	c.Kafka.MaxConnections = 10000
 	c.Kafka.MaxInFlightBytes = 64 << 20
 	c.Kafka.GroupInitialRebalanceDelay.Duration = 3 * time.Second
+	c.Kafka.MaxProduceDecompressedBytes = 64 << 20
+	c.Kafka.MaxPartitionsPerTopic = 1000
+	c.Kafka.MaxPartitions = 10000
+	c.Kafka.MaxConnectionsPerIP = 1000
+	c.Kafka.SASLAuthTimeout.Duration = 10 * time.Second
+	c.Kafka.ConnectionsMaxIdle.Duration = 10 * time.Minute
 	c.Kafka.Auth = authNone
 	c.Kafka.SASLMechanisms = []string{"SCRAM-SHA-256", "SCRAM-SHA-512"}
 	c.Kafka.SuperUsers = []string{}
@@ -223,6 +238,9 @@ func loadConfig(path string) (Config, error) {
 	if c.Kafka.MaxConnections < 1 {
 		return c, bad(toml.Key{"kafka", "max_connections"}, "must be at least 1")
 	}
+	if err := c.checkKafkaLimits(bad); err != nil {
+		return c, err
+	}
 	if c.Kafka.NodeID < 0 {
 		return c, bad(toml.Key{"kafka", "node_id"}, "must be >= 0")
 	}
@@ -247,6 +265,34 @@ func loadConfig(path string) (Config, error) {
 		return c, err
 	}
 	return c, nil
+}
+
+// checkKafkaLimits validates the bounds on what clients can make korvet
+// hold.
+func (c *Config) checkKafkaLimits(bad func(k toml.Key, format string, args ...any) error) error {
+	k := &c.Kafka
+	if k.MaxProduceDecompressedBytes < 1<<20 || k.MaxProduceDecompressedBytes > 1<<30 {
+		return bad(toml.Key{"kafka", "max_produce_decompressed_bytes"}, "must be 1048576 (1 MiB) to 1073741824 (1 GiB)")
+	}
+	if k.MaxPartitionsPerTopic < 1 || k.MaxPartitionsPerTopic > 100000 {
+		return bad(toml.Key{"kafka", "max_partitions_per_topic"}, "must be 1 to 100000")
+	}
+	if k.MaxPartitions < 2 || k.MaxPartitions > 1000000 {
+		return bad(toml.Key{"kafka", "max_partitions"}, "must be 2 to 1000000")
+	}
+	if k.DefaultPartitions > k.MaxPartitionsPerTopic {
+		return bad(toml.Key{"kafka", "default_partitions"}, "%d is more than kafka.max_partitions_per_topic (%d): auto-created topics would be refused", k.DefaultPartitions, k.MaxPartitionsPerTopic)
+	}
+	if k.MaxConnectionsPerIP < 1 {
+		return bad(toml.Key{"kafka", "max_connections_per_ip"}, "must be at least 1")
+	}
+	if k.SASLAuthTimeout.Duration <= 0 {
+		return bad(toml.Key{"kafka", "sasl_auth_timeout"}, "must be positive")
+	}
+	if k.ConnectionsMaxIdle.Duration <= 0 {
+		return bad(toml.Key{"kafka", "connections_max_idle"}, "must be positive")
+	}
+	return nil
 }
 
 // keyLine finds the line where key is set, for error messages; 0 when it

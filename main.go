@@ -133,6 +133,10 @@ func serve(ctx context.Context, cfg Config, logOut io.Writer) error {
 		// The engine reads 0 as its default; "0s" in the file means none.
 		GroupInitialRebalanceDelay: cmp.Or(cfg.Kafka.GroupInitialRebalanceDelay.Duration, -1),
 		Logger:                     log,
+
+		// Bounds on what clients can create.
+		MaxPartitionsPerTopic: cfg.Kafka.MaxPartitionsPerTopic,
+		MaxPartitions:         cfg.Kafka.MaxPartitions,
 	})
 	if err != nil {
 		return fmt.Errorf("open engine: %w", err)
@@ -168,6 +172,12 @@ func serve(ctx context.Context, cfg Config, logOut io.Writer) error {
 		SuperUsers:           policy.SuperUsers,
 		AllowPlainWithoutTLS: cfg.Kafka.AllowPlainWithoutTLS,
 		Logger:               log,
+
+		// Bounds on what one client can make korvet hold.
+		MaxProduceDecompressedBytes: cfg.Kafka.MaxProduceDecompressedBytes,
+		MaxConnectionsPerIP:         cfg.Kafka.MaxConnectionsPerIP,
+		SASLAuthTimeout:             cfg.Kafka.SASLAuthTimeout.Duration,
+		ConnectionsMaxIdle:          cfg.Kafka.ConnectionsMaxIdle.Duration,
 	})
 
 	hln, err := net.Listen("tcp", cfg.HTTP.Listen)

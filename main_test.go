@@ -358,8 +358,15 @@ func startKorvet(t *testing.T, extra string) *proc {
 // startKorvetOn is startKorvet on a given Redis.
 func startKorvetOn(t *testing.T, r *testbed.Redis, extra string) *proc {
 	t.Helper()
+	return startKorvetKafka(t, r, extra, "")
+}
+
+// startKorvetKafka is startKorvetOn with kafka appended to the [kafka]
+// section of the config.
+func startKorvetKafka(t *testing.T, r *testbed.Redis, extra, kafka string) *proc {
+	t.Helper()
 	return startKorvetWith(t, r, func(kafkaAddr, httpAddr string) string {
-		return fmt.Sprintf("%s\n[kafka]\nlisten = %q\n[http]\nlisten = %q\n", extra, kafkaAddr, httpAddr)
+		return fmt.Sprintf("%s\n[kafka]\nlisten = %q\n%s\n[http]\nlisten = %q\n", extra, kafkaAddr, kafka, httpAddr)
 	})
 }
 

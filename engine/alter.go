@@ -134,8 +134,8 @@ func (e *Engine) CreatePartitions(ctx context.Context, topic string, count int32
 	if count <= have {
 		return fmt.Errorf("%w: topic %s has %d partitions; the new count must be larger", ErrInvalidPartitions, topic, have)
 	}
-	if count > 100000 {
-		return fmt.Errorf("%w: %d (use at most 100000)", ErrInvalidPartitions, count)
+	if err := e.checkPartitionCaps(topic, count, count-have); err != nil {
+		return err
 	}
 	if validateOnly {
 		return nil

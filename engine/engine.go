@@ -32,6 +32,11 @@ var (
 	ErrStorageUnavailable = errors.New("redis unavailable")
 	ErrInvalidRecord      = errors.New("invalid record")
 	ErrTopicDeleted       = errors.New("topic is being deleted")
+	// ErrPolicyViolation is a request the broker's limits refuse (Kafka's
+	// POLICY_VIOLATION), such as more partitions than allowed.
+	ErrPolicyViolation = errors.New("refused by broker policy")
+	// ErrClosed is an operation on a closed Engine.
+	ErrClosed = errors.New("engine closed")
 )
 
 // Options configure an Engine.
@@ -65,6 +70,12 @@ type Options struct {
 	// timeouts group members may use. Defaults 6s and 30 min, as in Kafka.
 	GroupMinSessionTimeout, GroupMaxSessionTimeout time.Duration
 	Logger                                         *slog.Logger
+
+	// MaxPartitionsPerTopic and MaxPartitions cap the partitions of one
+	// topic and of all topics together; creating past them is refused
+	// before anything is written. Defaults 1000 and 10000.
+	MaxPartitionsPerTopic int32
+	MaxPartitions         int
 }
 
 // Engine holds all topics. Create it with Open; it is safe for concurrent use.
@@ -92,6 +103,12 @@ type Engine struct {
 
 	tier tiering
 	wg   sync.WaitGroup
+
+	// flushers tracks the partitions' flush loops, so that Close can wait
+	// for them; closed (under flushMu) stops new ones from starting.
+	flushMu  sync.Mutex
+	closed   bool
+	flushers sync.WaitGroup
 }
 
 // Open loads the topics stored in Redis and starts background work
@@ -105,6 +122,12 @@ func Open(ctx context.Context, rc *resp.Client, opts Options) (*Engine, error) {
 	}
 	if opts.MaxAppendBytes <= 0 {
 		opts.MaxAppendBytes = 4 << 20
+	}
+	if opts.MaxPartitionsPerTopic <= 0 {
+		opts.MaxPartitionsPerTopic = 1000
+	}
+	if opts.MaxPartitions <= 0 {
+		opts.MaxPartitions = 10000
 	}
 	if opts.RetentionInterval <= 0 {
 		opts.RetentionInterval = 5 * time.Second
@@ -162,12 +185,31 @@ func Open(ctx context.Context, rc *resp.Client, opts Options) (*Engine, error) {
 	return e, nil
 }
 
-// Close stops background work. In-flight appends finish first.
+// Close stops background work and waits for it: every background loop,
+// the partitions' flush loops included, has returned when Close does.
+// Appends still queued fail with ErrClosed; a server drains its requests
+// before closing the engine, so there are none in normal operation.
 func (e *Engine) Close() {
 	e.groups.Close()
+	e.flushMu.Lock()
+	e.closed = true
+	e.flushMu.Unlock()
 	e.stopBg()
+	e.flushers.Wait()
 	e.wg.Wait()
 	e.closeKV()
+}
+
+// startFlusher counts a flush loop about to start; false once the engine
+// is closed.
+func (e *Engine) startFlusher() bool {
+	e.flushMu.Lock()
+	defer e.flushMu.Unlock()
+	if e.closed {
+		return false
+	}
+	e.flushers.Add(1)
+	return true
 }
 
 // Groups is the consumer group coordinator.
@@ -303,8 +345,8 @@ func (e *Engine) CreateTopic(ctx context.Context, name string, partitions int32,
 	if partitions == -1 {
 		partitions = e.opts.DefaultPartitions
 	}
-	if partitions <= 0 || partitions > 100000 {
-		return nil, fmt.Errorf("%w: %d (use 1 to 100000)", ErrInvalidPartitions, partitions)
+	if partitions <= 0 {
+		return nil, fmt.Errorf("%w: %d (use at least 1)", ErrInvalidPartitions, partitions)
 	}
 	if err := ValidateConfigs(configs); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
@@ -313,6 +355,11 @@ func (e *Engine) CreateTopic(ctx context.Context, name string, partitions int32,
 	defer e.createMu.Unlock()
 	if e.Topic(name) != nil {
 		return nil, fmt.Errorf("%w: %q", ErrTopicExists, name)
+	}
+	if name != offsetsTopic { // korvet's own, one partition
+		if err := e.checkPartitionCaps(name, partitions, partitions); err != nil {
+			return nil, err
+		}
 	}
 	if validateOnly {
 		return nil, nil
@@ -343,6 +390,24 @@ func (e *Engine) CreateTopic(ctx context.Context, name string, partitions int32,
 	e.mu.Unlock()
 	e.log.Info("topic created", "topic", name, "partitions", partitions)
 	return t, nil
+}
+
+// checkPartitionCaps refuses a topic named name growing to count
+// partitions, adding more to the broker, when that passes
+// MaxPartitionsPerTopic or MaxPartitions. e.createMu must be held, so
+// that the count cannot change before the caller creates them.
+func (e *Engine) checkPartitionCaps(name string, count, more int32) error {
+	if limit := e.opts.MaxPartitionsPerTopic; count > limit {
+		return fmt.Errorf("%w: topic %s would have %d partitions, more than kafka.max_partitions_per_topic = %d", ErrPolicyViolation, name, count, limit)
+	}
+	total := 0
+	for _, t := range e.Topics() {
+		total += len(t.Partitions())
+	}
+	if limit := e.opts.MaxPartitions; total+int(more) > limit {
+		return fmt.Errorf("%w: %d more partitions for topic %s would make %d on this broker, more than kafka.max_partitions = %d", ErrPolicyViolation, more, name, total+int(more), limit)
+	}
+	return nil
 }
 
 // DeleteTopic removes a topic and all its data from Redis.

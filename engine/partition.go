@@ -303,12 +303,33 @@ func (p *Partition) AppendBatch(prod Producer, codec int8, recs []record.Record)
 }
 
 // kickLocked starts the flush loop unless it runs; p.mu must be held.
+// Once the engine is closed no loop starts, and what is queued fails.
 func (p *Partition) kickLocked() {
 	if p.flushing || p.closed {
 		return
 	}
+	if !p.t.e.startFlusher() {
+		p.failQueuedLocked(fmt.Errorf("%w: %s/%d", ErrClosed, p.t.name, p.id))
+		return
+	}
 	p.flushing = true
 	go p.flushLoop()
+}
+
+// failQueuedLocked fails every append, trim wait and archive mark waiting
+// for a flush; p.mu must be held.
+func (p *Partition) failQueuedLocked(err error) {
+	for _, op := range p.queue {
+		op.err = err
+		close(op.done)
+	}
+	for _, w := range p.trimWait {
+		w <- err
+	}
+	for _, a := range p.archives {
+		a.done <- err
+	}
+	p.queue, p.trimWait, p.archives = nil, nil, nil
 }
 
 func (p *Partition) close() {
@@ -322,12 +343,21 @@ func (p *Partition) close() {
 // MaxAppendBytes) and commits them, with any pending segment roll, trim or
 // local drop, in one MULTI/EXEC round trip.
 func (p *Partition) flushLoop() {
+	defer p.t.e.flushers.Done()
 	ctx := p.t.e.bg
 	enc := new(entry.Encoder)
 	var pl resp.Pipeline
 	var idBuf []byte
 	for {
 		p.mu.Lock()
+		if ctx.Err() != nil {
+			// The engine is closing: nothing more can reach Redis, and
+			// retrying would spin.
+			p.failQueuedLocked(fmt.Errorf("%w: %s/%d", ErrClosed, p.t.name, p.id))
+			p.flushing = false
+			p.mu.Unlock()
+			return
+		}
 		trim := p.trimTo > p.start.Load()
 		if len(p.queue) == 0 && !trim && !p.roll && len(p.dropLocal) == 0 && len(p.archives) == 0 {
 			p.flushing = false

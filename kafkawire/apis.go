@@ -107,6 +107,8 @@ func errorCode(err error) int16 {
 		return kerr.InvalidTopicException.Code
 	case errors.Is(err, engine.ErrInvalidPartitions):
 		return kerr.InvalidPartitions.Code
+	case errors.Is(err, engine.ErrPolicyViolation):
+		return kerr.PolicyViolation.Code
 	case errors.Is(err, engine.ErrInvalidConfig):
 		return kerr.InvalidConfig.Code
 	case errors.Is(err, engine.ErrMessageTooLarge), errors.Is(err, records.ErrTooLarge):
@@ -127,7 +129,7 @@ func errorCode(err error) int16 {
 		return kerr.CorruptMessage.Code
 	case errors.Is(err, records.ErrUnsupported):
 		return kerr.UnsupportedForMessageFormat.Code
-	case errors.Is(err, engine.ErrStorageUnavailable), errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, engine.ErrStorageUnavailable), errors.Is(err, context.DeadlineExceeded), errors.Is(err, engine.ErrClosed):
 		// Retriable: clients back off and try again.
 		return kerr.KafkaStorageError.Code
 	default:

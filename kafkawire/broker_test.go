@@ -33,6 +33,8 @@ type broker struct {
 	// kopts are the server's options; AdvertisedHost, AdvertisedPort and
 	// Logger are filled in, MaxRequestBytes defaults to 8 MiB.
 	kopts kafkawire.Options
+	// setup, when set, sees each server before it serves (test hooks).
+	setup func(*kafkawire.Server)
 }
 
 func testLogger() *slog.Logger {
@@ -50,7 +52,14 @@ func startBroker(t testing.TB, opts engine.Options) *broker {
 // startBrokerWith is startBroker with server options.
 func startBrokerWith(t testing.TB, opts engine.Options, kopts kafkawire.Options) *broker {
 	t.Helper()
-	b := &broker{t: t, redis: testbed.StartRedis(t), opts: opts, kopts: kopts}
+	return startBrokerSetup(t, opts, kopts, nil)
+}
+
+// startBrokerSetup is startBrokerWith with setup run on the server before
+// it serves.
+func startBrokerSetup(t testing.TB, opts engine.Options, kopts kafkawire.Options, setup func(*kafkawire.Server)) *broker {
+	t.Helper()
+	b := &broker{t: t, redis: testbed.StartRedis(t), opts: opts, kopts: kopts, setup: setup}
 	b.start("127.0.0.1:0")
 	t.Cleanup(b.stop)
 	return b
@@ -82,6 +91,9 @@ func (b *broker) start(listen string) {
 		kopts.MaxRequestBytes = 8 << 20
 	}
 	srv := kafkawire.NewServer(eng, kopts)
+	if b.setup != nil {
+		b.setup(srv)
+	}
 	sctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(sctx, ln, 5*time.Second) }()

@@ -197,7 +197,7 @@ func TestFetchResponseCapped(t *testing.T) {
 
 // Metadata for a topic of 10000 partitions answers within seconds.
 func TestMetadataTenThousandPartitions(t *testing.T) {
-	b := startBroker(t, engine.Options{AutoCreateTopics: true})
+	b := startBroker(t, engine.Options{AutoCreateTopics: true, MaxPartitionsPerTopic: 10000, MaxPartitions: 10001})
 	const topic, parts = "wide", 10000
 	ctx := ctxT(t, 120*time.Second)
 	adm := b.admin()

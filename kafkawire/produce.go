@@ -2,6 +2,7 @@ package kafkawire
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -11,9 +12,6 @@ import (
 	"github.com/korvet/korvet/engine/record"
 	"github.com/korvet/korvet/kafkawire/records"
 )
-
-// maxDecompressed bounds what one partition's records may decompress to.
-const maxDecompressed = 64 << 20
 
 // produceWait is a partition append the response waits for.
 type produceWait struct {
@@ -33,10 +31,17 @@ type batchDecoder struct {
 // handleProduce decodes every partition's batches and queues them on the
 // partitions right away, in request order; the returned func waits for
 // Redis to commit them.
+//
+// What the batches of the whole request decompress to is bounded by
+// Options.MaxProduceDecompressedBytes: each partition's decoder gets only
+// what is left, and stops inflating when that runs out.
 func handleProduce(ctx context.Context, c *conn, kreq kmsg.Request) func() kmsg.Response {
 	req := kreq.(*kmsg.ProduceRequest)
 	eng := c.s.eng
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
+	budget := c.s.opts.MaxProduceDecompressedBytes
+	left := budget
+	dups := duplicatePartitions(req)
 	var waits []produceWait
 	resp.Topics = make([]kmsg.ProduceResponseTopic, len(req.Topics))
 	for ti := range req.Topics {
@@ -46,6 +51,7 @@ func handleProduce(ctx context.Context, c *conn, kreq kmsg.Request) func() kmsg.
 		st.Topic, st.TopicID = rt.Topic, rt.TopicID
 		var t *engine.Topic
 		terr := int16(0)
+		var terrMsg *string
 		if req.Version >= 13 {
 			if t = eng.TopicByID(rt.TopicID); t == nil {
 				terr = kerr.UnknownTopicID.Code
@@ -53,7 +59,7 @@ func handleProduce(ctx context.Context, c *conn, kreq kmsg.Request) func() kmsg.
 		} else {
 			var err error
 			if t, err = eng.EnsureTopic(ctx, rt.Topic); err != nil {
-				terr = errorCode(err)
+				terr, terrMsg = errorCode(err), errMsg(err)
 			}
 		}
 		st.Partitions = make([]kmsg.ProduceResponseTopicPartition, len(rt.Partitions))
@@ -64,7 +70,15 @@ func handleProduce(ctx context.Context, c *conn, kreq kmsg.Request) func() kmsg.
 			rp.Partition = rq.Partition
 			rp.BaseOffset, rp.LogAppendTime, rp.LogStartOffset = -1, -1, -1
 			if terr != 0 {
-				rp.ErrorCode = terr
+				rp.ErrorCode, rp.ErrorMessage = terr, terrMsg
+				continue
+			}
+			if dups != nil && dups[partKey{rt.Topic, rt.TopicID, rq.Partition}] > 1 {
+				// Kafka answers every row of a partition named twice with
+				// INVALID_REQUEST (as its ListOffsets does); none is
+				// stored, as which one would win is anyone's guess.
+				rp.ErrorCode = kerr.InvalidRequest.Code
+				rp.ErrorMessage = errMsg(fmt.Errorf("partition %d of topic %s is listed more than once in this produce request", rq.Partition, t.Name()))
 				continue
 			}
 			p := t.Partition(rq.Partition)
@@ -85,14 +99,25 @@ func handleProduce(ctx context.Context, c *conn, kreq kmsg.Request) func() kmsg.
 				continue
 			}
 			dec := c.s.decoders.Get().(*batchDecoder)
+			// 0 would mean the decoder's default: with nothing left, room
+			// for one byte refuses any compressed batch.
+			dec.MaxDecompressed = max(left, 1)
 			recs, prod, err := decodeProduce(dec, rq.Records, t)
 			if err != nil {
 				c.s.decoders.Put(dec)
+				if errors.Is(err, records.ErrTooLarge) {
+					// MESSAGE_TOO_LARGE, as Kafka answers a batch over
+					// its size limit: a Java producer splits the batch
+					// and tries again, which is what helps here too.
+					err = fmt.Errorf("records for %s partition %d decompress to more than the %d bytes left of this request's budget (kafka.max_produce_decompressed_bytes = %d): %w", t.Name(), rq.Partition, max(left, 0), budget, err)
+				}
 				rp.ErrorCode = errorCode(err)
 				rp.ErrorMessage = errMsg(err)
 				c.s.log.Debug("produce rejected", "topic", t.Name(), "partition", rq.Partition, "err", err)
 				continue
 			}
+			left -= dec.Decompressed()
+			c.decoded += int64(dec.Decompressed())
 			waits = append(waits, produceWait{rp: rp, p: p, pend: p.AppendBatch(prod, codecOf(dec.batches), recs), dec: dec})
 		}
 	}
@@ -113,6 +138,34 @@ func handleProduce(ctx context.Context, c *conn, kreq kmsg.Request) func() kmsg.
 		}
 		return resp
 	}
+}
+
+// partKey names a partition of a produce request: by topic name, or by
+// topic id from version 13 (the other is then empty).
+type partKey struct {
+	topic string
+	id    [16]byte
+	p     int32
+}
+
+// duplicatePartitions counts the rows of each partition of req; nil when
+// it names at most one partition, the common case.
+func duplicatePartitions(req *kmsg.ProduceRequest) map[partKey]int {
+	n := 0
+	for i := range req.Topics {
+		n += len(req.Topics[i].Partitions)
+	}
+	if n < 2 {
+		return nil
+	}
+	m := make(map[partKey]int, n)
+	for i := range req.Topics {
+		rt := &req.Topics[i]
+		for j := range rt.Partitions {
+			m[partKey{rt.Topic, rt.TopicID, rt.Partitions[j].Partition}]++
+		}
+	}
+	return m
 }
 
 // decodeProduce decodes and checks a partition's record batches. The

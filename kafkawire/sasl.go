@@ -160,7 +160,7 @@ func (c *conn) rawSaslToken(ctx context.Context, token []byte, sl *slot) bool {
 	sl.frame = binary.BigEndian.AppendUint32(make([]byte, 0, 4+len(out)), uint32(len(out)))
 	sl.frame = append(sl.frame, out...)
 	close(sl.done)
-	c.out <- sl
+	c.enqueue(sl)
 	return true
 }
 
@@ -181,6 +181,10 @@ func (c *conn) saslStep(ctx context.Context, token []byte) (out []byte, done boo
 	}
 	if done {
 		c.sasl.done = true
+		c.authed.Store(true)
+		if c.authTimer != nil {
+			c.authTimer.Stop()
+		}
 		c.setPrincipal("User:" + user)
 		c.s.log.Debug("SASL authenticated", "remote", c.nc.RemoteAddr(), "mechanism", c.sasl.mech, "principal", c.principal)
 	}

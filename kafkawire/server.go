@@ -13,6 +13,8 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"runtime/debug"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -47,6 +49,20 @@ type Options struct {
 	MaxInFlightBytes int64
 	// MaxConnections bounds concurrent connections; 0 means 10000.
 	MaxConnections int
+	// MaxConnectionsPerIP bounds the concurrent connections from one
+	// client IP, so one host cannot take every slot; 0 means 1000.
+	MaxConnectionsPerIP int
+	// SASLAuthTimeout is how long a connection to a SASL listener may take
+	// to authenticate before it is closed; 0 means 10s.
+	SASLAuthTimeout time.Duration
+	// ConnectionsMaxIdle closes a connection that has sent nothing and has
+	// nothing in flight for this long (Kafka's connections.max.idle.ms);
+	// 0 means 10 minutes.
+	ConnectionsMaxIdle time.Duration
+	// MaxProduceDecompressedBytes bounds what the record batches of one
+	// produce request may decompress to, all partitions together; 0
+	// means 64 MiB.
+	MaxProduceDecompressedBytes int
 	// Auth holds users and ACLs. SASL listeners and ACLs need it; with it
 	// the SCRAM user APIs are served.
 	Auth *auth.Store
@@ -75,6 +91,7 @@ type Server struct {
 
 	mu    sync.Mutex
 	conns map[*conn]struct{}
+	perIP map[string]int // open connections per client IP
 	wg    sync.WaitGroup
 
 	// quit is closed when Serve stops accepting, so that calls parked on
@@ -101,13 +118,25 @@ func NewServer(eng *engine.Engine, opts Options) *Server {
 	if opts.MaxConnections <= 0 {
 		opts.MaxConnections = 10000
 	}
+	if opts.MaxConnectionsPerIP <= 0 {
+		opts.MaxConnectionsPerIP = 1000
+	}
+	if opts.SASLAuthTimeout <= 0 {
+		opts.SASLAuthTimeout = 10 * time.Second
+	}
+	if opts.ConnectionsMaxIdle <= 0 {
+		opts.ConnectionsMaxIdle = 10 * time.Minute
+	}
+	if opts.MaxProduceDecompressedBytes <= 0 {
+		opts.MaxProduceDecompressedBytes = 64 << 20
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	s := &Server{eng: eng, opts: opts, log: opts.Logger, conns: make(map[*conn]struct{}), apis: apiTable(), quit: make(chan struct{}),
+	s := &Server{eng: eng, opts: opts, log: opts.Logger, conns: make(map[*conn]struct{}), perIP: make(map[string]int), apis: apiTable(), quit: make(chan struct{}),
 		policy: auth.Policy{Store: opts.Auth, ACLs: opts.ACLs, SuperUsers: opts.SuperUsers}}
 	s.encoders.New = func() any { return new(records.Encoder) }
-	s.decoders.New = func() any { return &batchDecoder{Decoder: records.Decoder{MaxDecompressed: maxDecompressed}} }
+	s.decoders.New = func() any { return new(batchDecoder) }
 	return s
 }
 
@@ -180,8 +209,9 @@ func (s *Server) accept(ctx, actx context.Context, l *listener) error {
 			}
 			return nil
 		}
-		if s.Connected.Load() >= int64(s.opts.MaxConnections) {
-			s.log.Warn("connection refused: max_connections reached", "remote", nc.RemoteAddr(), "max", s.opts.MaxConnections)
+		ip := remoteIP(nc)
+		if why := s.admitConn(ip); why != "" {
+			s.log.Warn("connection refused: "+why, "remote", nc.RemoteAddr(), "max_connections", s.opts.MaxConnections, "max_connections_per_ip", s.opts.MaxConnectionsPerIP)
 			nc.Close()
 			continue
 		}
@@ -189,6 +219,7 @@ func (s *Server) accept(ctx, actx context.Context, l *listener) error {
 			nc = tls.Server(nc, l.TLS) // the handshake runs in conn.start
 		}
 		c := s.newConn(nc, l)
+		c.host = ip
 		s.mu.Lock()
 		s.conns[c] = struct{}{}
 		s.mu.Unlock()
@@ -198,9 +229,39 @@ func (s *Server) accept(ctx, actx context.Context, l *listener) error {
 			c.serve(ctx)
 			s.mu.Lock()
 			delete(s.conns, c)
+			if s.perIP[ip]--; s.perIP[ip] <= 0 {
+				delete(s.perIP, ip)
+			}
 			s.mu.Unlock()
+			s.Connected.Add(-1)
 		}()
 	}
+}
+
+// admitConn counts a new connection from ip against max_connections and
+// max_connections_per_ip, here at accept so that a burst cannot overshoot
+// them; it returns why the connection is refused, or "" when it is taken.
+func (s *Server) admitConn(ip string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.Connected.Load() >= int64(s.opts.MaxConnections) {
+		return "max_connections reached"
+	}
+	if s.perIP[ip] >= s.opts.MaxConnectionsPerIP {
+		return "max_connections_per_ip reached"
+	}
+	s.perIP[ip]++
+	s.Connected.Add(1)
+	return ""
+}
+
+// remoteIP is the address a connection comes from, without its port.
+func remoteIP(nc net.Conn) string {
+	a := nc.RemoteAddr().String()
+	if h, _, err := net.SplitHostPort(a); err == nil {
+		return h
+	}
+	return a
 }
 
 // slot is one request's place in its connection's response order.
@@ -266,8 +327,20 @@ type conn struct {
 	nc      net.Conn
 	l       *listener // the listener it came in on
 	out     chan *slot
-	budget  *byteBudget // fetch response bytes not yet written
+	budget  *byteBudget // response and produce bytes not yet let go
 	reading atomic.Bool
+	// inflight counts requests read and not yet answered; lastActive is
+	// when a request's bytes last arrived or a response left (unix
+	// nanoseconds). Together they say whether the connection is idle.
+	inflight   atomic.Int64
+	lastActive atomic.Int64
+	idle       *time.Timer // closes the connection once idle too long
+	authTimer  *time.Timer // closes it if SASL authentication takes too long
+	authed     atomic.Bool // SASL authentication done (for authTimer)
+	ended      atomic.Bool // serve has returned: timers do nothing more
+	// decoded is what the current produce request's records decompressed
+	// to; the in-order half sets it, dispatch reserves it.
+	decoded int64
 	// clientID is the last request's client id, for logs.
 	clientID string
 
@@ -286,7 +359,65 @@ type conn struct {
 func (s *Server) newConn(nc net.Conn, l *listener) *conn {
 	c := &conn{s: s, nc: nc, l: l, out: make(chan *slot, s.opts.MaxInFlight), budget: newByteBudget(s.opts.MaxInFlightBytes)}
 	c.reading.Store(true)
+	c.touch()
 	return c
+}
+
+// touch marks the connection active now.
+func (c *conn) touch() { c.lastActive.Store(time.Now().UnixNano()) }
+
+// enqueue puts a request's slot in the response order.
+func (c *conn) enqueue(sl *slot) {
+	c.inflight.Add(1)
+	c.out <- sl
+}
+
+// startTimers arms the idle timeout and, on a SASL listener, the
+// authentication deadline. Timers rather than read deadlines: a deadline
+// would also fire on a client waiting for a slow answer (a long poll, a
+// rebalance), which is not idle.
+func (c *conn) startTimers() {
+	idle := c.s.opts.ConnectionsMaxIdle
+	// Created stopped and then armed, so the callback never sees the
+	// field unset.
+	c.idle = time.AfterFunc(time.Hour, c.checkIdle)
+	c.idle.Stop()
+	c.idle.Reset(idle)
+	if len(c.l.mechs) > 0 {
+		limit := c.s.opts.SASLAuthTimeout
+		c.authTimer = time.AfterFunc(limit, func() {
+			if !c.authed.Load() {
+				c.s.log.Warn("closing connection: SASL authentication not completed in time", "remote", c.nc.RemoteAddr(), "timeout", limit)
+				c.nc.Close()
+			}
+		})
+	}
+}
+
+func (c *conn) stopTimers() {
+	c.ended.Store(true)
+	c.idle.Stop()
+	if c.authTimer != nil {
+		c.authTimer.Stop()
+	}
+}
+
+// checkIdle closes the connection when nothing has arrived or left for
+// connections_max_idle and no request is in flight; otherwise it looks
+// again when that could first be the case.
+func (c *conn) checkIdle() {
+	idle := c.s.opts.ConnectionsMaxIdle
+	since := time.Since(time.Unix(0, c.lastActive.Load()))
+	switch {
+	case c.ended.Load():
+	case c.inflight.Load() > 0:
+		c.idle.Reset(idle)
+	case since < idle:
+		c.idle.Reset(idle - since)
+	default:
+		c.s.log.Info("closing idle connection", "remote", c.nc.RemoteAddr(), "idle", since.Round(time.Millisecond))
+		c.nc.Close()
+	}
 }
 
 func (c *conn) stopReading() {
@@ -296,8 +427,8 @@ func (c *conn) stopReading() {
 }
 
 func (c *conn) serve(parent context.Context) {
-	c.s.Connected.Add(1)
-	defer c.s.Connected.Add(-1)
+	c.startTimers()
+	defer c.stopTimers()
 	// The connection's context outlives the server's: in-flight requests
 	// finish during a drain. It ends when the connection does.
 	ctx, cancel := context.WithCancel(context.WithoutCancel(parent))
@@ -318,23 +449,37 @@ func (c *conn) serve(parent context.Context) {
 	c.nc.Close()
 }
 
+// readBufSize is the read buffer of a connection, allocated once its first
+// bytes arrive: a silent connection costs no buffer. Frames larger than
+// it are read straight into their own slice.
+const readBufSize = 16 << 10
+
 func (c *conn) readLoop(ctx context.Context) {
-	br := bufio.NewReaderSize(c.nc, 64<<10)
+	var br *bufio.Reader
 	var hdr [4]byte
 	for c.reading.Load() {
-		if _, err := io.ReadFull(br, hdr[:]); err != nil {
+		var err error
+		if br == nil {
+			// No buffer until the client says something.
+			_, err = io.ReadFull(c.nc, hdr[:])
+			br = bufio.NewReaderSize(c.nc, readBufSize)
+		} else {
+			_, err = io.ReadFull(br, hdr[:])
+		}
+		if err != nil {
 			if c.reading.Load() && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
 				c.s.log.Debug("connection read failed", "remote", c.nc.RemoteAddr(), "err", err)
 			}
 			return
 		}
+		c.touch()
 		size := int32(binary.BigEndian.Uint32(hdr[:]))
 		if lo, hi := c.frameLimits(); size < lo || size > hi {
 			c.s.log.Warn("closing connection: bad request size", "remote", c.nc.RemoteAddr(), "size", size, "max", hi)
 			return
 		}
-		body := make([]byte, size)
-		if _, err := io.ReadFull(br, body); err != nil {
+		body, err := readFrame(br, int(size), c.touch)
+		if err != nil {
 			c.s.log.Debug("connection read failed mid-request", "remote", c.nc.RemoteAddr(), "err", err)
 			return
 		}
@@ -349,6 +494,48 @@ func (c *conn) readLoop(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// frameChunk is the first allocation for a frame larger than the read
+// buffer; it then doubles as bytes arrive.
+const frameChunk = 64 << 10
+
+// readFrame reads a frame body of size bytes. Memory follows the bytes
+// that have arrived, not the size the client announced: a client that
+// announces 100 MB and sends nothing costs nothing, one that sends half
+// costs about that. touch is called whenever bytes arrive.
+func readFrame(br *bufio.Reader, size int, touch func()) ([]byte, error) {
+	if size <= br.Size() {
+		body := make([]byte, size)
+		_, err := io.ReadFull(br, body)
+		return body, err
+	}
+	var body []byte
+	for len(body) < size {
+		if len(body) == cap(body) {
+			// Wait for bytes before making room for them.
+			if _, err := br.Peek(1); err != nil {
+				return nil, unexpectedEOF(err)
+			}
+			body = slices.Grow(body, min(size-len(body), max(len(body), frameChunk)))
+		}
+		n, err := br.Read(body[len(body):min(cap(body), size)])
+		body = body[:len(body)+n]
+		if n > 0 {
+			touch()
+		}
+		if err != nil && len(body) < size {
+			return nil, unexpectedEOF(err)
+		}
+	}
+	return body, nil
+}
+
+func unexpectedEOF(err error) error {
+	if errors.Is(err, io.EOF) {
+		return io.ErrUnexpectedEOF
+	}
+	return err
 }
 
 // dispatch decodes one request and starts answering it. It returns false
@@ -369,7 +556,7 @@ func (c *conn) dispatch(ctx context.Context, body []byte, sl *slot) bool {
 			r.ErrorCode = errUnsupportedVersion
 			sl.frame = encodeResponse(h.correlation, false, r)
 			close(sl.done)
-			c.out <- sl
+			c.enqueue(sl)
 			return true
 		}
 		c.s.log.Warn("closing connection: unsupported request", "remote", c.nc.RemoteAddr(), "client", c.clientID, "api", kmsg.NameForKey(h.key), "key", h.key, "version", h.version)
@@ -395,15 +582,36 @@ func (c *conn) dispatch(ctx context.Context, body []byte, sl *slot) bool {
 	}
 	// The slot goes into the queue before any work starts, so responses
 	// leave in request order however long each takes.
-	c.out <- sl
 	observe := c.s.opts.Metrics.started(h.key, req, len(body)+4)
-	finish := c.handle(ctx, api.handle, req)
+	c.enqueue(sl)
+	finish, ok := c.inOrder(ctx, api.handle, req)
+	if !ok {
+		sl.closer = true
+		close(sl.done)
+		observe(nil, 0)
+		return false
+	}
+	if _, ok := req.(*kmsg.ProduceRequest); ok {
+		// A produce holds its request and decompressed records until
+		// Redis has them: counted against the connection's budget, so a
+		// client pipelining big produces stops being read from instead of
+		// piling them up in korvet's memory.
+		n := int64(len(body)) + c.decoded
+		c.decoded = 0
+		if !c.budget.acquire(ctx, n) {
+			sl.closer = true
+			close(sl.done)
+			observe(nil, 0)
+			return false
+		}
+		sl.reserved = n
+	}
 	go func() {
 		defer close(sl.done)
 		var resp kmsg.Response
 		defer func() {
 			if r := recover(); r != nil {
-				c.s.log.Error("handler panic; closing connection", "api", kmsg.NameForKey(h.key), "panic", r)
+				c.s.log.Error("handler panic; closing connection", "api", kmsg.NameForKey(h.key), "remote", c.nc.RemoteAddr(), "panic", r, "stack", string(debug.Stack()))
 				sl.closer = true
 			}
 			// Keep only what the frame needs of the reservation.
@@ -422,13 +630,33 @@ func (c *conn) dispatch(ctx context.Context, body []byte, sl *slot) bool {
 	return !c.hangup
 }
 
+// inOrder runs the in-order half of a handler (which for a produce decodes
+// and queues the record batches). A panic there closes this connection,
+// not the process: ok is false.
+func (c *conn) inOrder(ctx context.Context, h handler, req kmsg.Request) (finish func() kmsg.Response, ok bool) {
+	defer func() {
+		if r := recover(); r != nil {
+			c.s.log.Error("handler panic; closing connection", "api", kmsg.NameForKey(req.Key()), "remote", c.nc.RemoteAddr(), "panic", r, "stack", string(debug.Stack()))
+			finish, ok = nil, false
+		}
+	}()
+	return c.handle(ctx, h, req), true
+}
+
 func (c *conn) writeLoop() {
-	bw := bufio.NewWriterSize(c.nc, 64<<10)
+	// The write buffer comes with the first response: a silent connection
+	// costs none.
+	var bw *bufio.Writer
 	broken := false
 	for sl := range c.out {
 		<-sl.done
+		if bw == nil {
+			bw = bufio.NewWriterSize(c.nc, 64<<10)
+		}
 		ok := c.writeSlot(bw, sl, broken)
 		c.budget.release(sl.reserved)
+		c.inflight.Add(-1)
+		c.touch()
 		if !ok {
 			broken = true
 			continue
@@ -440,7 +668,7 @@ func (c *conn) writeLoop() {
 			}
 		}
 	}
-	if !broken {
+	if !broken && bw != nil {
 		_ = bw.Flush()
 	}
 }

@@ -936,11 +936,13 @@ func (g *group) reschedule() {
 }
 
 func (g *group) onTimer() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	// Checked under g.mu: Close shuts each group down under it, so a
+	// timer that fired meanwhile sees the close and sets no new timer.
 	if g.c.isClosed() {
 		return
 	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
 	g.wakeAt = time.Time{}
 	if g.state == Dead {
 		return

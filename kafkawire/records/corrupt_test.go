@@ -12,6 +12,9 @@ import (
 	"github.com/klauspost/compress/s2"
 	"github.com/klauspost/compress/zstd"
 	"github.com/pierrec/lz4/v4"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/korvet/korvet/engine/record"
 )
 
 // rawBatch wraps hand-written record bytes in a valid batch header.
@@ -245,6 +248,11 @@ func TestBoundCoversTheCall(t *testing.T) {
 		if _, err := d.Decode(one, nil); err != nil {
 			t.Fatalf("%s: one batch: %v", cc.name, err)
 		}
+		// Decompressed tells what the call took of the bound: the
+		// records' bytes, which are at least their keys and values.
+		if n := d.Decompressed(); n < 600*1000 || n > 1<<20 {
+			t.Fatalf("%s: Decompressed() = %d after ~600 KB of records", cc.name, n)
+		}
 		if _, err := d.Decode(append(bytes.Clone(one), one...), nil); !errors.Is(err, ErrTooLarge) {
 			t.Fatalf("%s: two batches: %v", cc.name, err)
 		}
@@ -320,5 +328,129 @@ func TestBuffersShrink(t *testing.T) {
 	}
 	if cap(d.buf) >= bigCap || cap(d.recs) >= 50_000 {
 		t.Fatalf("buffers kept: %d bytes (was %d), %d records", cap(d.buf), bigCap, cap(d.recs))
+	}
+}
+
+// TestBombAfterBombReusesTheBuffer: a bomb fills the buffer up to the
+// bound and fails; the next one reuses that buffer instead of allocating
+// the bound again, so a stream of them costs korvet the bound once.
+func TestBombAfterBombReusesTheBuffer(t *testing.T) {
+	const bound = 4 << 20
+	var raw bytes.Buffer
+	w, err := zstd.NewWriter(&raw, zstd.WithEncoderConcurrency(1))
+	must(t, err)
+	must(t, write(w, make([]byte, 64<<20)))
+	must(t, w.Close())
+	b := rawBatch(raw.Bytes(), 1, int16(Zstd))
+	d := Decoder{MaxDecompressed: bound}
+	if _, err := d.Decode(b, nil); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("first bomb: %v", err)
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range 10 {
+		if _, err := d.Decode(b, nil); !errors.Is(err, ErrTooLarge) {
+			t.Fatalf("bomb: %v", err)
+		}
+	}
+	runtime.ReadMemStats(&after)
+	alloc := after.TotalAlloc - before.TotalAlloc
+	t.Logf("10 more bombs of %d bytes under a %d MiB bound: %d KB allocated", len(b), bound>>20, alloc>>10)
+	if alloc > bound {
+		t.Fatalf("10 more bombs allocated %d MiB: the buffer is not reused", alloc>>20)
+	}
+	// A small call after them lets the big buffer go, as before.
+	small := kmsgBatch(t, manyRecords(10, 100, 0), codecCase{name: "zstd", codec: Zstd}, -1, -1, -1)
+	if _, err := d.Decode(small, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Decode(small, nil); err != nil || cap(d.buf) >= bound {
+		t.Fatalf("after small calls: %v, buffer of %d bytes kept", err, cap(d.buf))
+	}
+}
+
+// TestZstdCappedButFits: frames that could inflate past the bound (their
+// blocks' sizes say so) but do not are counted, then decoded exactly.
+func TestZstdCappedButFits(t *testing.T) {
+	recs := manyRecords(40, 200, 0) // ~10 KB
+	for i := range recs {
+		recs[i].Timestamp = int64(i) // rawBatch's batch starts at 0
+	}
+	var raw []byte
+	for _, r := range recs {
+		kr := kmsg.Record{TimestampDelta64: r.Timestamp - recs[0].Timestamp, OffsetDelta: int32(r.Offset), Key: r.Key, Value: r.Value}
+		for _, h := range r.Headers {
+			kr.Headers = append(kr.Headers, kmsg.Header{Key: string(h.Key), Value: h.Value})
+		}
+		kr.Length = int32(len(kr.AppendTo(nil)) - 1)
+		raw = kr.AppendTo(raw)
+	}
+	// Forty streamed frames (no content size), one compressed block each:
+	// up to 40 x 128 KiB as far as the headers tell, 10 KB in fact.
+	var body bytes.Buffer
+	w, err := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1))
+	must(t, err)
+	per := len(raw) / 40
+	for i := range 40 {
+		end := (i + 1) * per
+		if i == 39 {
+			end = len(raw)
+		}
+		w.Reset(&body)
+		must(t, write(w, raw[i*per:end]))
+		must(t, w.Close())
+	}
+	most, err := zstdSize(body.Bytes(), 1<<20)
+	if err != nil || most <= 1<<20 {
+		t.Fatalf("zstdSize = %d, %v; the test needs more than the 1 MiB bound", most, err)
+	}
+	b := fixCRC(rawBatch(body.Bytes(), int32(len(recs)), int16(Zstd)))
+	d := Decoder{MaxDecompressed: 1 << 20}
+	got, err := d.Decode(b, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := diffRecords(got[0].Records, recs); err != nil {
+		t.Fatal(err)
+	}
+	if d.Decompressed() != len(raw) {
+		t.Fatalf("Decompressed() = %d, want %d", d.Decompressed(), len(raw))
+	}
+}
+
+// TestStreamingCodecsUnderALargeBound: under a 64 MiB bound, a gzip or
+// lz4 payload inflating far beyond its size is counted rather than kept
+// once past eagerRatio times its size: a bomb costs little, and highly
+// compressible data that fits is decoded right (a second time).
+func TestStreamingCodecsUnderALargeBound(t *testing.T) {
+	const bound = 64 << 20
+	fits := manyRecords(2, 4<<20, 0) // 8 MiB of a repeating pattern
+	for _, cc := range []codecCase{{name: "gzip", codec: Gzip}, {name: "lz4", codec: LZ4}} {
+		d := Decoder{MaxDecompressed: bound}
+		b := kmsgBatch(t, fits, cc, -1, -1, -1)
+		got, err := d.Decode(b, nil)
+		if err != nil {
+			t.Fatalf("%s: %d bytes inflating to 8 MiB: %v", cc.name, len(b), err)
+		}
+		if err := diffRecords(got[0].Records, fits); err != nil {
+			t.Fatalf("%s: %v", cc.name, err)
+		}
+		raw := make([]byte, 100<<20)
+		bomb := kmsgBatch(t, []record.Record{{Value: raw}}, cc, -1, -1, -1)
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		_, err = d.Decode(bomb, nil)
+		runtime.ReadMemStats(&after)
+		if !errors.Is(err, ErrTooLarge) {
+			t.Fatalf("%s bomb: %v", cc.name, err)
+		}
+		alloc := after.TotalAlloc - before.TotalAlloc
+		t.Logf("%s: %d bytes inflating to 8 MiB decoded; a %d byte bomb of 100 MiB refused with %d KB allocated", cc.name, len(b), len(bomb), alloc>>10)
+		// What is kept is at most eagerRatio times what was sent, plus
+		// the codec's own buffers (lz4 reads 4 MB blocks).
+		if limit := uint64(eagerRatio*len(bomb) + 8<<20); alloc > limit {
+			t.Errorf("%s bomb under a %d MiB bound allocated %d MiB, more than %d MiB", cc.name, bound>>20, alloc>>20, limit>>20)
+		}
 	}
 }

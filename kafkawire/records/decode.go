@@ -33,11 +33,19 @@ type Decoder struct {
 	recs []record.Record // the records of every batch of the current call
 	hdrs []record.Header // the headers of every record of the current call
 	buf  []byte          // the decompressed records of every batch of the current call
+	// filled is how much of buf a call that failed for its bound had
+	// used: such a buffer is kept for the next call like a full one, so
+	// that a client sending bomb after bomb makes korvet reuse one
+	// buffer rather than allocate the bound anew each time.
+	filled int
 
 	src  bytes.Reader // feeds the streaming codecs
 	gz   gzip.Reader
 	lz   *lz4.Reader
 	zstd *zstd.Decoder // expensive to create, so created once, on first use
+	// zstdStream decodes zstd that may inflate past the bound (see
+	// unzstd); also created on first use.
+	zstdStream *zstd.Decoder
 }
 
 // Decode decodes the batches in b and appends them to dst. An empty b is no
@@ -47,7 +55,9 @@ type Decoder struct {
 // On error, dst is returned as it was given. The error wraps ErrCorrupt,
 // ErrUnsupported or ErrTooLarge.
 func (d *Decoder) Decode(b []byte, dst []Batch) ([]Batch, error) {
-	d.recs, d.hdrs, d.buf = reuse(d.recs, 1<<14), reuse(d.hdrs, 1<<15), reuse(d.buf, 1<<20)
+	d.recs, d.hdrs = reuse(d.recs, 1<<14), reuse(d.hdrs, 1<<15)
+	d.buf = reuse(d.buf[:max(len(d.buf), d.filled)], 1<<20)
+	d.filled = 0
 	limit := d.MaxDecompressed
 	if limit <= 0 {
 		limit = DefaultMaxDecompressed
@@ -64,6 +74,11 @@ func (d *Decoder) Decode(b []byte, dst []Batch) ([]Batch, error) {
 	}
 	return dst, nil
 }
+
+// Decompressed is how many bytes the last Decode call decompressed into
+// the Decoder's buffer: what the compressed batches it returned take in
+// memory beyond their input.
+func (d *Decoder) Decompressed() int { return len(d.buf) }
 
 // decodeBatch decodes the batch at the start of b into bt and returns its
 // size.

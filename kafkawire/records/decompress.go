@@ -52,6 +52,9 @@ func (d *Decoder) decompress(c Compression, src []byte, limit int) ([]byte, erro
 		return nil, fmt.Errorf("%w: compression codec %d", ErrUnsupported, c)
 	}
 	if err != nil {
+		if errors.Is(err, ErrTooLarge) {
+			d.filled = cap(d.buf)
+		}
 		d.buf = d.buf[:start]
 		return nil, fmt.Errorf("%s: %w", c, err)
 	}
@@ -66,20 +69,65 @@ func tooLarge(room int) error {
 }
 
 func (d *Decoder) gunzip(src []byte, room int) error {
-	d.src.Reset(src)
-	if err := d.gz.Reset(&d.src); err != nil {
-		return corrupt(err)
-	}
-	return d.readAll(&d.gz, room)
+	return d.inflate(src, room, func() (io.Reader, error) {
+		d.src.Reset(src)
+		if err := d.gz.Reset(&d.src); err != nil {
+			return nil, corrupt(err)
+		}
+		return &d.gz, nil
+	})
 }
 
 func (d *Decoder) unlz4(src []byte, room int) error {
 	if d.lz == nil {
 		d.lz = lz4.NewReader(nil)
 	}
-	d.src.Reset(src)
-	d.lz.Reset(&d.src)
-	return d.readAll(d.lz, room)
+	return d.inflate(src, room, func() (io.Reader, error) {
+		d.src.Reset(src)
+		d.lz.Reset(&d.src)
+		return d.lz, nil
+	})
+}
+
+// eagerRatio is how many times its compressed size a payload may inflate
+// to straight into the buffer; typical data compresses far less.
+const eagerRatio = 32
+
+// inflate appends what a streaming codec (open resets it over src) makes
+// of src to d.buf, within room. Up to eagerRatio times the input (and at
+// least 1 MiB) goes straight into the buffer. Output beyond that is only
+// counted, keeping nothing, up to room; if it fits, src is decoded again
+// into a buffer of exactly its size. So a decompression bomb costs about
+// what the client sent, not room, and normal data is decoded once.
+func (d *Decoder) inflate(src []byte, room int, open func() (io.Reader, error)) error {
+	r, err := open()
+	if err != nil {
+		return err
+	}
+	eager := min(room, max(1<<20, eagerRatio*len(src)))
+	start := len(d.buf)
+	err = d.readAll(r, eager)
+	if eager == room || !errors.Is(err, ErrTooLarge) {
+		return err
+	}
+	// readAll stopped one byte past eager; count the rest, up to room.
+	got := eager + 1
+	n, err := io.CopyN(io.Discard, r, int64(room-got)+1)
+	switch {
+	case got+int(n) > room:
+		d.filled = max(d.filled, cap(d.buf))
+		d.buf = d.buf[:start]
+		return tooLarge(room)
+	case err != io.EOF:
+		d.buf = d.buf[:start]
+		return corrupt(err)
+	}
+	total := got + int(n)
+	d.buf = slices.Grow(d.buf[:start], total+1) // +1: EOF is read without growing
+	if r, err = open(); err != nil {
+		return err
+	}
+	return d.readAll(r, total)
 }
 
 // readAll appends everything r produces to d.buf, failing once it passes
@@ -88,7 +136,9 @@ func (d *Decoder) readAll(r io.Reader, room int) error {
 	start := len(d.buf)
 	for {
 		if len(d.buf) == cap(d.buf) {
-			d.buf = slices.Grow(d.buf, max(cap(d.buf), 16<<10))
+			// Double, but never past room and the one byte that tells
+			// the output does not fit.
+			d.buf = slices.Grow(d.buf, min(max(cap(d.buf), 16<<10), start+room+1-len(d.buf)))
 		}
 		// Ask for at most one byte past room: enough to tell the output
 		// does not fit without inflating any more of it.
@@ -212,6 +262,20 @@ func (d *Decoder) unzstd(src []byte, room int) error {
 	// Past room, the output is cut at room and a failure is most likely
 	// the cut, which the decoder reports as a generic error.
 	capped := most > uint64(room)
+	if capped {
+		// The input could inflate past room (a decompression bomb looks
+		// like this). DecodeAll would find out only by outgrowing its
+		// buffer, which it does by allocating a larger one; the
+		// streaming decoder writes into our buffer and stops at room.
+		start := len(d.buf)
+		err := d.unzstdStream(src, room)
+		if !errors.Is(err, zstd.ErrWindowSizeExceeded) {
+			return err
+		}
+		// A window too large to stream within zstdStreamMaxWindow
+		// (ultra compression levels): DecodeAll, which needs none.
+		d.buf = d.buf[:start]
+	}
 	want := int(min(most, uint64(room)))
 	start := len(d.buf)
 	d.buf = slices.Grow(d.buf, want)
@@ -230,6 +294,51 @@ func (d *Decoder) unzstd(src []byte, room int) error {
 		// so every failure is the data's.
 		return corrupt(err)
 	}
+}
+
+// zstdStreamMaxWindow bounds the window of a frame decoded as a stream:
+// the streaming decoder keeps a window of history, allocated once and
+// reused. zstd levels up to 19 use at most 8 MiB.
+const zstdStreamMaxWindow = 8 << 20
+
+// unzstdStream decodes src, which may inflate past room. It inflates it
+// first through the streaming decoder keeping nothing, only counting, and
+// stops one byte past room: a bomb costs the decoder's window and some
+// CPU, not a buffer of room bytes. Output that fits is then decoded into
+// a buffer of exactly its size, which DecodeAll fills without growing.
+func (d *Decoder) unzstdStream(src []byte, room int) error {
+	if d.zstdStream == nil {
+		// Concurrency 1 decodes synchronously, in Read: no goroutines.
+		zd, err := zstd.NewReader(nil,
+			zstd.WithDecoderConcurrency(1),
+			zstd.WithDecoderLowmem(true),
+			zstd.WithDecoderMaxWindow(zstdStreamMaxWindow),
+		)
+		if err != nil {
+			return fmt.Errorf("creating zstd decoder: %w", err)
+		}
+		d.zstdStream = zd
+	}
+	d.src.Reset(src)
+	if err := d.zstdStream.Reset(&d.src); err != nil {
+		return corrupt(err)
+	}
+	n, err := io.CopyN(io.Discard, d.zstdStream, int64(room)+1)
+	_ = d.zstdStream.Reset(nil) // let go of src
+	switch {
+	case n > int64(room):
+		return tooLarge(room)
+	case err != io.EOF:
+		return corrupt(err)
+	}
+	start := len(d.buf)
+	d.buf = slices.Grow(d.buf, int(n))
+	out, err := d.zstd.DecodeAll(src, d.buf[start:start:start+int(n)])
+	if err != nil || len(out) != int(n) {
+		return fmt.Errorf("%w: zstd decoded to %d bytes, then %d: %v", ErrCorrupt, n, len(out), err)
+	}
+	d.buf = d.buf[:start+len(out)]
+	return nil
 }
 
 // zstdSize walks the frame and block headers of src, decoding nothing, and
