@@ -298,31 +298,21 @@ func debLogin(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := testbed.StartRedis(t)
-	kafkaPort, httpPort := testbed.FreePort(t), testbed.FreePort(t)
+	p := newProc(t, testbed.StartRedis(t))
+	p.bin = "/usr/bin/korvet"
 	text := string(b)
 	for _, sub := range [][2]string{
 		{`data_dir = "/var/lib/korvet"`, fmt.Sprintf("data_dir = %q", t.TempDir())},
-		{`url = "redis://127.0.0.1:6379/0"`, fmt.Sprintf("url = %q", r.URL)},
-		{`listen = "0.0.0.0:9092"`, fmt.Sprintf(`listen = "127.0.0.1:%d"`, kafkaPort)},
-		{`listen = "0.0.0.0:8080"`, fmt.Sprintf(`listen = "0.0.0.0:%d"`, httpPort)},
+		{`url = "redis://127.0.0.1:6379/0"`, fmt.Sprintf("url = %q", p.redis.URL)},
+		{`listen = "0.0.0.0:9092"`, fmt.Sprintf("listen = %q", p.kafkaAddr)},
+		{`listen = "0.0.0.0:8080"`, `listen = "0.0.0.0` + p.httpBase[strings.LastIndex(p.httpBase, ":"):] + `"`},
 	} {
 		if !strings.Contains(text, sub[0]) {
 			t.Fatalf("installed korvet.toml has no line %s", sub[0])
 		}
 		text = strings.Replace(text, sub[0], sub[1], 1)
 	}
-	p := &proc{logs: &syncBuffer{}, bin: "/usr/bin/korvet", cfg: writeConfig(t, text), redis: r,
-		kafkaAddr: fmt.Sprintf("127.0.0.1:%d", kafkaPort), httpBase: fmt.Sprintf("http://127.0.0.1:%d", httpPort)}
-	t.Cleanup(func() {
-		if !p.done {
-			_ = p.cmd.Process.Kill()
-			<-p.exited
-		}
-		if t.Failed() {
-			t.Logf("korvet log:\n%s", p.logs.String())
-		}
-	})
+	p.cfg = writeConfig(t, text)
 	p.launch(t)
 	hc := &http.Client{Timeout: 5 * time.Second}
 	for _, c := range []struct {

@@ -370,10 +370,10 @@ func startKorvetKafka(t *testing.T, r *testbed.Redis, extra, kafka string) *proc
 	})
 }
 
-// startKorvetWith starts korvet on r with the config that body returns
-// for its Kafka and HTTP addresses; data_dir, log_level and [redis] url
-// come first and must not be in it.
-func startKorvetWith(t *testing.T, r *testbed.Redis, body func(kafkaAddr, httpAddr string) string) *proc {
+// newProc is a korvet process on r, on free ports, not started yet: the
+// caller writes p.cfg and calls p.launch. It is killed when the test ends,
+// and its log shown if the test failed.
+func newProc(t *testing.T, r *testbed.Redis) *proc {
 	t.Helper()
 	kafkaPort, httpPort := testbed.FreePort(t), testbed.FreePort(t)
 	p := &proc{
@@ -382,10 +382,8 @@ func startKorvetWith(t *testing.T, r *testbed.Redis, body func(kafkaAddr, httpAd
 		httpBase:  fmt.Sprintf("http://127.0.0.1:%d", httpPort),
 		bin:       korvetBinary(t),
 		redis:     r,
+		done:      true, // until launched
 	}
-	p.cfg = writeConfig(t, fmt.Sprintf("data_dir = %q\nlog_level = \"info\"\nredis.url = %q\n%s",
-		t.TempDir(), r.URL, body(p.kafkaAddr, strings.TrimPrefix(p.httpBase, "http://"))))
-	// Registered after StartRedis's cleanup, so it runs before it.
 	t.Cleanup(func() {
 		if !p.done {
 			_ = p.cmd.Process.Kill()
@@ -395,6 +393,17 @@ func startKorvetWith(t *testing.T, r *testbed.Redis, body func(kafkaAddr, httpAd
 			t.Logf("korvet log:\n%s", p.logs.String())
 		}
 	})
+	return p
+}
+
+// startKorvetWith starts korvet on r with the config that body returns
+// for its Kafka and HTTP addresses; data_dir, log_level and [redis] url
+// come first and must not be in it.
+func startKorvetWith(t *testing.T, r *testbed.Redis, body func(kafkaAddr, httpAddr string) string) *proc {
+	t.Helper()
+	p := newProc(t, r)
+	p.cfg = writeConfig(t, fmt.Sprintf("data_dir = %q\nlog_level = \"info\"\nredis.url = %q\n%s",
+		t.TempDir(), r.URL, body(p.kafkaAddr, strings.TrimPrefix(p.httpBase, "http://"))))
 	p.launch(t)
 	return p
 }

@@ -31,32 +31,6 @@ func haveClient(t *testing.T, what, pkg string, probe ...string) bool {
 	return true
 }
 
-// newProc is a korvet process on r, on free ports, not started yet: the
-// caller writes p.cfg and calls p.launch. It is killed when the test ends,
-// and its log shown if the test failed.
-func newProc(t *testing.T, r *testbed.Redis) *proc {
-	t.Helper()
-	kafkaPort, httpPort := testbed.FreePort(t), testbed.FreePort(t)
-	p := &proc{
-		logs:      &syncBuffer{},
-		kafkaAddr: fmt.Sprintf("127.0.0.1:%d", kafkaPort),
-		httpBase:  fmt.Sprintf("http://127.0.0.1:%d", httpPort),
-		bin:       korvetBinary(t),
-		redis:     r,
-		done:      true, // until launched
-	}
-	t.Cleanup(func() {
-		if !p.done {
-			_ = p.cmd.Process.Kill()
-			<-p.exited
-		}
-		if t.Failed() {
-			t.Logf("korvet log:\n%s", p.logs.String())
-		}
-	})
-	return p
-}
-
 // startSASLKorvet starts the binary with SCRAM required on its Kafka
 // listener and users made with `korvet user add`, name -> password.
 func startSASLKorvet(t *testing.T, users map[string]string) *proc {
