@@ -77,7 +77,7 @@ func FuzzKVKey(f *testing.F) {
 	}
 	rec := &keyRecorder{}
 	mux := http.NewServeMux()
-	registerKV(mux, rec)
+	registerKV(mux, rec, 0)
 	// serve answers target as korvet's HTTP server would: a target that
 	// does not parse as a request URI never reaches the handler.
 	serve := func(t *testing.T, method, target string, body []byte) *httptest.ResponseRecorder {

@@ -47,6 +47,10 @@ type Options struct {
 	// AdminToken guards state-changing endpoints; empty disables them.
 	AdminToken string
 	Logger     *slog.Logger
+
+	// KVMgetMaxBytes caps the value bytes of one _mget answer; 0 means
+	// DefaultKVMgetMaxBytes.
+	KVMgetMaxBytes int64
 }
 
 // Listener is one address korvet serves.
@@ -140,7 +144,7 @@ func New(eng *engine.Engine, opts Options) http.Handler {
 	mux.HandleFunc("GET /api/v1/topics", s.apiTopics)
 	mux.HandleFunc("GET /api/v1/groups", s.apiGroups)
 	mux.HandleFunc("POST /api/v1/index/rebuild", s.admin(s.apiIndexRebuild))
-	registerKV(mux, eng)
+	registerKV(mux, eng, opts.KVMgetMaxBytes)
 	if store := eng.ColdStore(); store != nil {
 		// The Iceberg REST catalog, read-only: DuckDB, Trino, Spark or
 		// PyIceberg attach to the archive at http://HOST/iceberg.
@@ -157,7 +161,7 @@ func New(eng *engine.Engine, opts Options) http.Handler {
 		pageHeaders(w)
 		files.ServeHTTP(w, r)
 	})
-	return mux
+	return withKVHeaders(mux)
 }
 
 // pageHeaders keep the page self-contained: scripts and styles from
