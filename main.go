@@ -178,7 +178,7 @@ func serve(ctx context.Context, cfg Config, logOut io.Writer) error {
 		key := strings.ToLower(strings.ReplaceAll(name, " ", "_"))
 		logListeners = append(logListeners, key, l.Addr().String(), key+"_advertised", advertised)
 	}
-	hs := &http.Server{Handler: web.New(eng, web.Options{
+	hs := newHTTPServer(cfg, web.New(eng, web.Options{
 		Version:   version,
 		Started:   started,
 		Listeners: append(listeners, web.Listener{Name: "HTTP", Address: hln.Addr().String()}),
@@ -191,9 +191,11 @@ func serve(ctx context.Context, cfg Config, logOut io.Writer) error {
 		Metrics:    reg,
 		AdminToken: cfg.HTTP.AdminToken,
 		Logger:     log,
-	}), ReadHeaderTimeout: 10 * time.Second}
+
+		KVMgetMaxBytes: cfg.HTTP.KVMgetMaxBytes,
+	}))
 	go func() {
-		if err := hs.Serve(hln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := hs.Serve(limitListener(hln, cfg.HTTP.MaxConnections)); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("http server", "err", err)
 		}
 	}()
