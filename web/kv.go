@@ -38,8 +38,8 @@ const (
 	mgetMax  = 1000
 	mgetBody = 4 << 20
 	// mgetWorkers reads that many keys of one _mget at a time; it is also
-	// how far reading runs ahead of writing, so one _mget holds about
-	// twice that many values at most, whatever the number of keys.
+	// how far reading runs ahead of writing, so one _mget holds at most
+	// mgetWorkers+1 values (the writer's), whatever the number of keys.
 	mgetWorkers = 8
 	// DefaultKVMgetMaxBytes caps the value bytes of one _mget answer
 	// ([http] kv_mget_max_bytes).
