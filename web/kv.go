@@ -37,10 +37,11 @@ const (
 	// mgetMax bounds the keys of one _mget, mgetBody its body.
 	mgetMax  = 1000
 	mgetBody = 4 << 20
-	// mgetWorkers reads that many keys of one _mget at a time; it is also
-	// how far reading runs ahead of writing, so one _mget holds at most
-	// mgetWorkers+1 values (the writer's), whatever the number of keys.
+	// mgetWorkers reads that many keys of one _mget at a time at most.
 	mgetWorkers = 8
+	// mgetReadAhead bounds the value bytes one _mget holds read ahead of
+	// its writer (see mgetFlow); a smaller cap bounds it instead.
+	mgetReadAhead = 4 << 20
 	// DefaultKVMgetMaxBytes caps the value bytes of one _mget answer
 	// ([http] kv_mget_max_bytes).
 	DefaultKVMgetMaxBytes = 16 << 20
@@ -285,8 +286,9 @@ type mgetResult struct {
 	ContentType string `json:"content_type,omitempty"`
 	Error       string `json:"error,omitempty"`
 	Reason      string `json:"reason,omitempty"`
-	// value is written as "value" (standard base64) by writeMgetResult,
-	// which streams it rather than encoding it whole in memory.
+	// value is written as "value" (standard base64) by
+	// mgetWriter.result, which streams it rather than encoding it whole in
+	// memory.
 	value []byte
 }
 
@@ -301,12 +303,80 @@ type mgetSlot struct {
 	err  error
 }
 
+// mgetFlow bounds how far an _mget reads ahead of its writer, in bytes:
+// the values read and not yet written, plus the reads in flight counted
+// at the largest value seen so far (half the budget until one is seen),
+// stay within budget. One read may always run when nothing is held, so a
+// value larger than the budget still gets through; with small values all
+// mgetWorkers read at once.
+type mgetFlow struct {
+	mu       sync.Mutex
+	budget   int64
+	held     int64 // bytes read, not yet written
+	inflight int
+	est      int64
+	seen     bool          // est is a value's size, not the first guess
+	changed  chan struct{} // 1-buffered: held or inflight went down
+}
+
+func newMgetFlow(budget int64) *mgetFlow {
+	return &mgetFlow{budget: budget, est: budget / 2, changed: make(chan struct{}, 1)}
+}
+
+// acquire waits until one more read fits; false when stop closes first.
+func (f *mgetFlow) acquire(stop <-chan struct{}) bool {
+	for {
+		f.mu.Lock()
+		if f.held == 0 && f.inflight == 0 || f.held+int64(f.inflight+1)*f.est <= f.budget {
+			f.inflight++
+			f.mu.Unlock()
+			return true
+		}
+		f.mu.Unlock()
+		select {
+		case <-f.changed:
+		case <-stop:
+			return false
+		}
+	}
+}
+
+// read records a read that ended with a value of n bytes (0: none).
+func (f *mgetFlow) read(n int64) {
+	f.mu.Lock()
+	f.inflight--
+	f.held += n
+	if n > 0 {
+		if !f.seen {
+			f.est, f.seen = n, true
+		}
+		f.est = max(f.est, n)
+	}
+	f.mu.Unlock()
+	f.notify()
+}
+
+// written records that n bytes read are no longer held.
+func (f *mgetFlow) written(n int64) {
+	f.mu.Lock()
+	f.held -= n
+	f.mu.Unlock()
+	f.notify()
+}
+
+func (f *mgetFlow) notify() {
+	select {
+	case f.changed <- struct{}{}:
+	default:
+	}
+}
+
 // mget answers POST /v1/kv/{topic}/_mget: a JSON array of keys in, one
 // result per distinct key out, in the order the keys first appear (a key
 // sent twice is read and answered once). The answer is streamed: keys are
-// read a few at a time ahead of the writer and each result is written as
-// soon as it is its turn, so memory does not grow with keys times value
-// sizes. Its value bytes are capped at mgetMaxBytes: the answer then
+// read a few at a time ahead of the writer, within mgetFlow's bytes, and
+// each result is written as soon as it is its turn, so memory does not
+// grow with keys times value sizes. Its value bytes are capped at mgetMaxBytes: the answer then
 // ends with "truncated": true and "next", the index in the request of the
 // first key not answered, and the client sends the keys from there again.
 // A value larger than the cap on its own is answered 413 too_large (GET
@@ -320,10 +390,11 @@ func (h *kvHandler) mget(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), kvTimeout)
 	defer cancel()
 	// Readers take slots from jobs; ordered hands the same slots to the
-	// writer in request order. Its buffer is the read-ahead.
+	// writer in request order. flow bounds the read-ahead.
 	jobs := make(chan *mgetSlot)
 	ordered := make(chan *mgetSlot, mgetWorkers)
 	stop := make(chan struct{}) // the writer wants no more
+	flow := newMgetFlow(min(h.mgetMaxBytes, mgetReadAhead))
 	var wg sync.WaitGroup
 	for range min(mgetWorkers, len(slots)) {
 		wg.Add(1)
@@ -331,6 +402,7 @@ func (h *kvHandler) mget(w http.ResponseWriter, r *http.Request) {
 			defer wg.Done()
 			for s := range jobs {
 				s.rec, s.err = h.kv.KVGet(ctx, topic, s.key)
+				flow.read(int64(len(s.rec.Value)))
 				close(s.done)
 			}
 		}()
@@ -341,6 +413,9 @@ func (h *kvHandler) mget(w http.ResponseWriter, r *http.Request) {
 		defer close(ordered)
 		defer close(jobs)
 		for _, s := range slots {
+			if !flow.acquire(stop) {
+				return
+			}
 			select {
 			case ordered <- s:
 			case <-stop:
@@ -375,6 +450,7 @@ func (h *kvHandler) mget(w http.ResponseWriter, r *http.Request) {
 			<-s.done
 		}
 		res := h.result(s)
+		size := int64(len(s.rec.Value))
 		s.rec = engine.KVRecord{} // the writer keeps the value until written
 		if s.err != nil && ctx.Err() != nil {
 			if !out.started {
@@ -402,7 +478,9 @@ func (h *kvHandler) mget(w http.ResponseWriter, r *http.Request) {
 		} else {
 			total += n
 		}
-		if err := out.result(&res); err != nil {
+		err := out.result(&res)
+		flow.written(size)
+		if err != nil {
 			return // the client is gone or too slow
 		}
 	}

@@ -23,14 +23,27 @@ import (
 type mapKV struct {
 	values map[string][]byte
 	block  map[string]chan struct{}
-	mu     sync.Mutex
-	reads  map[string]int
+	delay  time.Duration // each read takes that long
+
+	mu          sync.Mutex
+	reads       map[string]int
+	active, top int // reads running now, and at most
 }
 
 func (m *mapKV) KVGet(ctx context.Context, topic string, key []byte) (engine.KVRecord, error) {
 	m.mu.Lock()
 	m.reads[string(key)]++
+	m.active++
+	m.top = max(m.top, m.active)
 	m.mu.Unlock()
+	defer func() {
+		m.mu.Lock()
+		m.active--
+		m.mu.Unlock()
+	}()
+	if m.delay > 0 {
+		time.Sleep(m.delay) // a read's latency
+	}
 	if ch := m.block[string(key)]; ch != nil {
 		select {
 		case <-ch:
@@ -218,5 +231,31 @@ func TestMgetStreams(t *testing.T) {
 	rest, err := io.ReadAll(res.Body)
 	if err != nil || !bytes.Equal(rest, []byte(`,{"value":"eQ==","key":"later","status":200,"partition":0,"offset":7,"timestamp":0,"content_type":"application/octet-stream"}],"truncated":false}`+"\n")) {
 		t.Fatalf("end of the answer: %v %q", err, rest)
+	}
+}
+
+// Reading ahead is bounded in bytes: with 1 MiB values at most 4 (4 MiB)
+// are read ahead of the writer; with small values all 8 readers run.
+func TestMgetReadAhead(t *testing.T) {
+	for _, c := range []struct {
+		size, most int
+		least      int
+	}{{1 << 20, 4, 2}, {100, mgetWorkers, mgetWorkers}} {
+		kv := &mapKV{values: map[string][]byte{}, reads: map[string]int{}, delay: 20 * time.Millisecond}
+		var keys []string
+		for i := range 40 {
+			k := fmt.Sprint("k", i)
+			kv.values[k] = bytes.Repeat([]byte{'v'}, c.size)
+			keys = append(keys, k)
+		}
+		srv := mgetServer(t, kv, 64<<20)
+		a, _ := postMget(t, srv.URL, keys)
+		if len(a.Results) != len(keys) || a.Truncated {
+			t.Fatalf("%d-byte values: %d results, truncated %v", c.size, len(a.Results), a.Truncated)
+		}
+		if kv.top > c.most || kv.top < c.least {
+			t.Errorf("%d-byte values: %d reads at once, want %d to %d", c.size, kv.top, c.least, c.most)
+		}
+		t.Logf("%d-byte values: %d reads at once", c.size, kv.top)
 	}
 }
