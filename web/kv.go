@@ -376,9 +376,10 @@ func (f *mgetFlow) notify() {
 // sent twice is read and answered once). The answer is streamed: keys are
 // read a few at a time ahead of the writer, within mgetFlow's bytes, and
 // each result is written as soon as it is its turn, so memory does not
-// grow with keys times value sizes. Its value bytes are capped at mgetMaxBytes: the answer then
-// ends with "truncated": true and "next", the index in the request of the
-// first key not answered, and the client sends the keys from there again.
+// grow with keys times value sizes. Its value bytes are capped at
+// mgetMaxBytes: the answer then ends with "truncated": true and "next",
+// the index in the request of the first key not answered, and the client
+// sends the keys from there again.
 // A value larger than the cap on its own is answered 413 too_large (GET
 // it alone), so that every answer makes progress.
 func (h *kvHandler) mget(w http.ResponseWriter, r *http.Request) {
