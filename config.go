@@ -70,6 +70,14 @@ type Config struct {
 		Hosts          []string `toml:"hosts"`
 		CertFile       string   `toml:"cert_file"`
 		KeyFile        string   `toml:"key_file"`
+
+		// Limits of the HTTP listener and the KV view (http_server.go).
+		ReadHeaderTimeout duration `toml:"read_header_timeout"`
+		ReadTimeout       duration `toml:"read_timeout"`
+		WriteTimeout      duration `toml:"write_timeout"`
+		IdleTimeout       duration `toml:"idle_timeout"`
+		MaxConnections    int      `toml:"max_connections"`
+		KVMgetMaxBytes    int64    `toml:"kv_mget_max_bytes"`
 	} `toml:"http"`
 	Redis struct {
 		URL      string   `toml:"url"`
@@ -137,6 +145,12 @@ func defaultConfig() Config {
 	c.HTTP.Listen = "127.0.0.1:8080"
 	c.HTTP.Auth = authNone
 	c.HTTP.Hosts = []string{}
+	c.HTTP.ReadHeaderTimeout.Duration = 10 * time.Second
+	c.HTTP.ReadTimeout.Duration = 30 * time.Second
+	c.HTTP.WriteTimeout.Duration = 60 * time.Second
+	c.HTTP.IdleTimeout.Duration = 120 * time.Second
+	c.HTTP.MaxConnections = 256
+	c.HTTP.KVMgetMaxBytes = 16 << 20
 	c.Redis.URL = "redis://127.0.0.1:6379/0"
 	c.Redis.Keyspace = "korvet"
 	c.Redis.PoolSize = 16
@@ -262,6 +276,9 @@ func loadConfig(path string) (Config, error) {
 		return c, bad(toml.Key{"cold", "archive_interval"}, "must be positive")
 	}
 	if err := c.checkSecurity(bad); err != nil {
+		return c, err
+	}
+	if err := c.checkHTTPLimits(bad); err != nil {
 		return c, err
 	}
 	return c, nil

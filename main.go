@@ -193,7 +193,7 @@ func serve(ctx context.Context, cfg Config, logOut io.Writer) error {
 		key := strings.ToLower(strings.ReplaceAll(name, " ", "_"))
 		logListeners = append(logListeners, key, l.Addr().String(), key+"_advertised", advertised)
 	}
-	hs := &http.Server{Handler: web.New(eng, web.Options{
+	hs := newHTTPServer(cfg, web.New(eng, web.Options{
 		Version:   version,
 		Started:   started,
 		Listeners: append(listeners, web.Listener{Name: "HTTP", Address: hln.Addr().String()}),
@@ -211,16 +211,18 @@ func serve(ctx context.Context, cfg Config, logOut io.Writer) error {
 		RestrictHosts: cfg.HTTP.Auth == authNone,
 		Hosts:         cfg.HTTP.Hosts,
 		Logger:        log,
-	}), ReadHeaderTimeout: 10 * time.Second}
+
+		KVMgetMaxBytes: cfg.HTTP.KVMgetMaxBytes,
+	}))
 	if cfg.HTTP.Auth == authBasic && cfg.HTTP.CertFile == "" && !loopbackListen(cfg.HTTP.Listen) {
 		log.Warn("HTTP Basic logins cross the network in the clear: set [http] cert_file and key_file for HTTPS", "http", hln.Addr().String())
 	}
 	go func() {
 		var err error
-		if cfg.HTTP.CertFile != "" {
-			err = hs.ServeTLS(hln, cfg.HTTP.CertFile, cfg.HTTP.KeyFile)
+		if ln := limitListener(hln, cfg.HTTP.MaxConnections); cfg.HTTP.CertFile != "" {
+			err = hs.ServeTLS(ln, cfg.HTTP.CertFile, cfg.HTTP.KeyFile)
 		} else {
-			err = hs.Serve(hln)
+			err = hs.Serve(ln)
 		}
 		if err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("http server", "err", err)

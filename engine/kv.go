@@ -52,6 +52,9 @@ type IndexOptions struct {
 	CompactionInterval time.Duration
 	// CacheSize is Pebble's block cache. Default 16 MiB.
 	CacheSize int64
+	// CountTimeout bounds one count of a topic's keys (a scan of its
+	// index). Default 30s.
+	CountTimeout time.Duration
 }
 
 // KVRecord is the latest record of a key.
@@ -111,6 +114,9 @@ type kvIndex struct {
 	mu     sync.RWMutex
 	topics map[[16]byte]*kvTopic
 
+	// countHook, when set (tests), runs in each count before its scan.
+	countHook atomic.Pointer[func(ctx context.Context, topic string)]
+
 	wake      chan struct{} // nudges the catch-up loop
 	compactMu sync.Mutex    // one compaction pass (or online rebuild) at a time
 
@@ -128,6 +134,11 @@ type kvTopic struct {
 	keys      atomic.Int64 // live keys at the last count
 	tombs     atomic.Int64 // tombstone pointers at the last count
 	countedAt atomic.Int64 // unix ms of the last count; 0: never
+
+	// countMu guards counting, the count in progress: callers of count
+	// share it rather than each scanning the index.
+	countMu  sync.Mutex
+	counting *countCall
 
 	cmpMu sync.Mutex
 	cmp   KVCompactionStats
@@ -168,6 +179,9 @@ func (e *Engine) openKV(ctx context.Context) error {
 	}
 	if o.CompactionInterval <= 0 {
 		o.CompactionInterval = 15 * time.Second
+	}
+	if o.CountTimeout <= 0 {
+		o.CountTimeout = 30 * time.Second
 	}
 	ix, err := index.Open(o.Dir, index.Options{CacheSize: o.CacheSize, Logger: e.log})
 	if err != nil {
@@ -1075,14 +1089,72 @@ func (kv *kvIndex) topicStats(kt *kvTopic) KVTopicStats {
 	return s
 }
 
-// count refreshes a topic's key counts.
+// countCall is one count of a topic's keys, shared by every caller that
+// asks while it runs.
+type countCall struct {
+	done    chan struct{} // closed when err is set
+	err     error
+	waiters int // callers waiting, under kvTopic.countMu
+}
+
+// count refreshes a topic's key counts. One scan runs at a time per topic
+// (?count=exact from many HTTP clients must not mean many scans):
+// callers that come while it runs wait for it and share its outcome. The
+// scan runs on its own, bounded by CountTimeout and stopped by Close, so a
+// caller whose ctx ends stops waiting without cancelling it for others.
 func (kv *kvIndex) count(ctx context.Context, kt *kvTopic) error {
+	kt.countMu.Lock()
+	c := kt.counting
+	if c == nil {
+		c = &countCall{done: make(chan struct{})}
+		kt.counting = c
+		kv.e.wg.Add(1)
+		go kv.runCount(kt, c)
+	}
+	c.waiters++
+	kt.countMu.Unlock()
+	defer func() {
+		kt.countMu.Lock()
+		c.waiters--
+		kt.countMu.Unlock()
+	}()
+	select {
+	case <-c.done:
+		return c.err
+	case <-ctx.Done():
+		return fmt.Errorf("count keys of %s: %w", kt.t.name, ctx.Err())
+	}
+}
+
+func (kv *kvIndex) runCount(kt *kvTopic, c *countCall) {
+	defer kv.e.wg.Done()
+	ctx, cancel := context.WithTimeout(kv.e.bg, kv.opts.CountTimeout)
+	defer cancel()
+	err := kv.scanCount(ctx, kt)
+	if errors.Is(err, context.DeadlineExceeded) {
+		err = fmt.Errorf("%w: counting the keys of %s took longer than %v", ErrKVUnavailable, kt.t.name, kv.opts.CountTimeout)
+	}
+	kt.countMu.Lock()
+	kt.counting = nil
+	c.err = err
+	kt.countMu.Unlock()
+	close(c.done)
+}
+
+// scanCount counts a topic's keys now.
+func (kv *kvIndex) scanCount(ctx context.Context, kt *kvTopic) error {
 	kt.dirty.Store(false)
+	if hook := kv.countHook.Load(); hook != nil {
+		(*hook)(ctx, kt.t.name)
+	}
 	var live, tombs int64
 	err := kv.use(func(ix *index.Index) (err error) {
 		live, tombs, err = ix.Count(ctx, kt.t.id)
 		return err
 	})
+	if err == nil {
+		err = ctx.Err() // Scan looks at ctx only every 4096 keys
+	}
 	if err != nil {
 		kt.dirty.Store(true)
 		return err

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"bufio"
 	"context"
 	"encoding/base64"
 	"encoding/hex"
@@ -10,6 +11,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"path"
 	"strconv"
 	"strings"
 	"sync"
@@ -36,22 +38,34 @@ const (
 	// mgetMax bounds the keys of one _mget, mgetBody its body.
 	mgetMax  = 1000
 	mgetBody = 4 << 20
-	// mgetWorkers reads that many keys of one _mget at a time.
+	// mgetWorkers reads that many keys of one _mget at a time at most.
 	mgetWorkers = 8
+	// mgetReadAhead bounds the value bytes one _mget holds read ahead of
+	// its writer (see mgetFlow); a smaller cap bounds it instead.
+	mgetReadAhead = 4 << 20
+	// DefaultKVMgetMaxBytes caps the value bytes of one _mget answer
+	// ([http] kv_mget_max_bytes).
+	DefaultKVMgetMaxBytes = 16 << 20
 )
 
 type kvHandler struct {
 	kv KV
+	// mgetMaxBytes caps the value bytes of one _mget answer.
+	mgetMaxBytes int64
 }
 
-// registerKV adds the KV routes to mux. guard puts each behind an ACL on
-// its topic: values take READ, the index figures DESCRIBE.
-func registerKV(mux *http.ServeMux, kv KV, guard func(auth.Operation, http.HandlerFunc) http.HandlerFunc) {
-	h := &kvHandler{kv: kv}
+// registerKV adds the KV routes to mux; mgetMaxBytes <= 0 means
+// DefaultKVMgetMaxBytes. guard puts each route behind an ACL on its topic:
+// values take READ, the index figures DESCRIBE.
+func registerKV(mux *http.ServeMux, kv KV, mgetMaxBytes int64, guard func(auth.Operation, http.HandlerFunc) http.HandlerFunc) {
+	if mgetMaxBytes <= 0 {
+		mgetMaxBytes = DefaultKVMgetMaxBytes
+	}
+	h := &kvHandler{kv: kv, mgetMaxBytes: mgetMaxBytes}
 	// Patterns with GET also match HEAD.
-	mux.HandleFunc("GET /v1/kv/{topic}/{key...}", guard(auth.OpRead, h.get))
-	mux.HandleFunc("POST /v1/kv/{topic}/_mget", guard(auth.OpRead, h.mget))
-	mux.HandleFunc("GET /v1/kv/{topic}", guard(auth.OpDescribe, h.stats))
+	mux.HandleFunc("GET /v1/kv/{topic}/{key...}", kvData(guard(auth.OpRead, h.get)))
+	mux.HandleFunc("POST /v1/kv/{topic}/_mget", kvData(guard(auth.OpRead, h.mget)))
+	mux.HandleFunc("GET /v1/kv/{topic}", kvData(guard(auth.OpDescribe, h.stats)))
 }
 
 // decodeKey reads a key as the request encodes it.
@@ -132,17 +146,103 @@ func etagMatch(header, tag string) bool {
 	return false
 }
 
-// contentType is the record's content-type header when it is a valid
-// media type.
+// contentType is the Content-Type to serve a record's value with: its
+// content-type header, normalized, when that is a well-formed media type
+// that browsers show passively, else application/octet-stream. Values are
+// producers' bytes, so a type a browser would render actively (run
+// scripts, load subresources, follow links) is never passed on. The rule,
+// as README.md states it:
+//   - text/plain, text/csv, text/tab-separated-values and text/markdown;
+//   - application/*, image/*, audio/*, video/* and font/* types whose
+//     subtype (suffix included) contains none of activeWords: no HTML,
+//     XHTML, SVG, XML or +xml, XSLT, JavaScript/ECMAScript, PDF, Flash;
+//   - nothing else: other text/* (text/html, text/xml, text/javascript,
+//     text/css...), multipart/* (x-mixed-replace), message/*, model/*,
+//     wildcards.
 func contentType(rec *engine.KVRecord) string {
 	for _, h := range rec.Headers {
 		if strings.EqualFold(string(h.Key), "content-type") && h.Value != nil {
-			if _, _, err := mime.ParseMediaType(string(h.Value)); err == nil {
-				return string(h.Value)
+			if ct := passiveType(string(h.Value)); ct != "" {
+				return ct
 			}
+			break
 		}
 	}
 	return "application/octet-stream"
+}
+
+// activeWords in a media subtype mark a type browsers may render actively.
+var activeWords = []string{"html", "xml", "script", "svg", "xsl", "pdf", "flash"}
+
+// passiveType returns v normalized when the rule of contentType lets it
+// through, else "".
+func passiveType(v string) string {
+	mt, params, err := mime.ParseMediaType(v)
+	if err != nil {
+		return ""
+	}
+	top, sub, ok := strings.Cut(mt, "/") // mt is lower case
+	if !ok || sub == "" || strings.Contains(sub, "*") {
+		return ""
+	}
+	switch top {
+	case "text":
+		switch sub {
+		case "plain", "csv", "tab-separated-values", "markdown":
+		default:
+			return ""
+		}
+	case "application", "image", "audio", "video", "font":
+		for _, w := range activeWords {
+			if strings.Contains(sub, w) {
+				return ""
+			}
+		}
+	default:
+		return ""
+	}
+	// Formatted again, so that the header carries exactly what was checked.
+	return mime.FormatMediaType(mt, params)
+}
+
+// setKVHeaders marks a response as data, not a page: no MIME sniffing,
+// and should a browser render it anyway, a sandbox (no scripts, no
+// plugins, no forms, an opaque origin).
+func setKVHeaders(h http.Header) {
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Content-Security-Policy", "sandbox")
+}
+
+// kvData sets the KV headers on every answer of a KV route.
+func kvData(next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		setKVHeaders(w.Header())
+		next(w, r)
+	}
+}
+
+// withKVHeaders sets the KV headers on every answer under /v1/kv, the
+// mux's own (405, 404, the redirect to a cleaned path) included. Keep it
+// the outermost wrapper, so that answers of anything it wraps (such as
+// an authentication check) carry them too.
+func withKVHeaders(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if isKVPath(r.URL.Path) {
+			setKVHeaders(w.Header())
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// isKVPath reports whether p, as sent or cleaned as the mux cleans it, is
+// under /v1/kv.
+func isKVPath(p string) bool {
+	for _, q := range []string{p, path.Clean("/" + p)} {
+		if q == "/v1/kv" || strings.HasPrefix(q, "/v1/kv/") {
+			return true
+		}
+	}
+	return false
 }
 
 func (h *kvHandler) get(w http.ResponseWriter, r *http.Request) {
@@ -171,9 +271,6 @@ func (h *kvHandler) get(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	hd.Set("Content-Type", contentType(&rec))
-	// Values are producers' bytes: never let a browser guess them into
-	// something executable.
-	hd.Set("X-Content-Type-Options", "nosniff")
 	hd.Set("Content-Length", strconv.Itoa(len(rec.Value)))
 	w.WriteHeader(http.StatusOK)
 	if r.Method != http.MethodHead {
@@ -185,17 +282,221 @@ func (h *kvHandler) get(w http.ResponseWriter, r *http.Request) {
 type mgetResult struct {
 	Key         string `json:"key"` // as sent
 	Status      int    `json:"status"`
-	Value       []byte `json:"value,omitempty"` // base64 (standard)
 	Partition   *int32 `json:"partition,omitempty"`
 	Offset      *int64 `json:"offset,omitempty"`
 	Timestamp   *int64 `json:"timestamp,omitempty"`
 	ContentType string `json:"content_type,omitempty"`
 	Error       string `json:"error,omitempty"`
 	Reason      string `json:"reason,omitempty"`
+	// value is written as "value" (standard base64) by
+	// mgetWriter.result, which streams it rather than encoding it whole in
+	// memory.
+	value []byte
 }
 
+// mgetSlot is one distinct key of an _mget on its way from a reader to
+// the writer.
+type mgetSlot struct {
+	at   int    // index of the key's first appearance in the request
+	sent string // as sent
+	key  []byte // decoded
+	done chan struct{}
+	rec  engine.KVRecord
+	err  error
+}
+
+// mgetFlow bounds how far an _mget reads ahead of its writer, in bytes:
+// the values read and not yet written, plus the reads in flight counted
+// at the largest value seen so far (half the budget until one is seen),
+// stay within budget. One read may always run when nothing is held, so a
+// value larger than the budget still gets through; with small values all
+// mgetWorkers read at once.
+type mgetFlow struct {
+	mu       sync.Mutex
+	budget   int64
+	held     int64 // bytes read, not yet written
+	inflight int
+	est      int64
+	seen     bool          // est is a value's size, not the first guess
+	changed  chan struct{} // 1-buffered: held or inflight went down
+}
+
+func newMgetFlow(budget int64) *mgetFlow {
+	return &mgetFlow{budget: budget, est: budget / 2, changed: make(chan struct{}, 1)}
+}
+
+// acquire waits until one more read fits; false when stop closes first.
+func (f *mgetFlow) acquire(stop <-chan struct{}) bool {
+	for {
+		f.mu.Lock()
+		if f.held == 0 && f.inflight == 0 || f.held+int64(f.inflight+1)*f.est <= f.budget {
+			f.inflight++
+			f.mu.Unlock()
+			return true
+		}
+		f.mu.Unlock()
+		select {
+		case <-f.changed:
+		case <-stop:
+			return false
+		}
+	}
+}
+
+// read records a read that ended with a value of n bytes (0: none).
+func (f *mgetFlow) read(n int64) {
+	f.mu.Lock()
+	f.inflight--
+	f.held += n
+	if n > 0 {
+		if !f.seen {
+			f.est, f.seen = n, true
+		}
+		f.est = max(f.est, n)
+	}
+	f.mu.Unlock()
+	f.notify()
+}
+
+// written records that n bytes read are no longer held.
+func (f *mgetFlow) written(n int64) {
+	f.mu.Lock()
+	f.held -= n
+	f.mu.Unlock()
+	f.notify()
+}
+
+func (f *mgetFlow) notify() {
+	select {
+	case f.changed <- struct{}{}:
+	default:
+	}
+}
+
+// mget answers POST /v1/kv/{topic}/_mget: a JSON array of keys in, one
+// result per distinct key out, in the order the keys first appear (a key
+// sent twice is read and answered once). The answer is streamed: keys are
+// read a few at a time ahead of the writer, within mgetFlow's bytes, and
+// each result is written as soon as it is its turn, so memory does not
+// grow with keys times value sizes. Its value bytes are capped at
+// mgetMaxBytes: the answer then ends with "truncated": true and "next",
+// the index in the request of the first key not answered, and the client
+// sends the keys from there again.
+// A value larger than the cap on its own is answered 413 too_large (GET
+// it alone), so that every answer makes progress.
 func (h *kvHandler) mget(w http.ResponseWriter, r *http.Request) {
 	topic := r.PathValue("topic")
+	slots, ok := readMgetKeys(w, r)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), kvTimeout)
+	defer cancel()
+	// Readers take slots from jobs; ordered hands the same slots to the
+	// writer in request order. flow bounds the read-ahead.
+	jobs := make(chan *mgetSlot)
+	ordered := make(chan *mgetSlot, mgetWorkers)
+	stop := make(chan struct{}) // the writer wants no more
+	flow := newMgetFlow(min(h.mgetMaxBytes, mgetReadAhead))
+	var wg sync.WaitGroup
+	for range min(mgetWorkers, len(slots)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for s := range jobs {
+				s.rec, s.err = h.kv.KVGet(ctx, topic, s.key)
+				flow.read(int64(len(s.rec.Value)))
+				close(s.done)
+			}
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer close(ordered)
+		defer close(jobs)
+		for _, s := range slots {
+			if !flow.acquire(stop) {
+				return
+			}
+			select {
+			case ordered <- s:
+			case <-stop:
+				return
+			}
+			select {
+			case jobs <- s:
+			case <-stop:
+				s.err = errors.New("not read")
+				close(s.done)
+				return
+			}
+		}
+	}()
+	defer func() {
+		close(stop)
+		for range ordered {
+		}
+		wg.Wait()
+	}()
+
+	out := &mgetWriter{w: w}
+	var total int64
+	next := -1
+	for s := range ordered {
+		select {
+		case <-s.done:
+		default:
+			// Nothing to write until this key is read: what is written
+			// so far goes to the client meanwhile.
+			out.flush()
+			<-s.done
+		}
+		res := h.result(s)
+		size := int64(len(s.rec.Value))
+		s.rec = engine.KVRecord{} // the writer keeps the value until written
+		if s.err != nil && ctx.Err() != nil {
+			if !out.started {
+				kvError(w, fmt.Errorf("_mget: %w", ctx.Err()))
+				return
+			}
+			// Out of time: what is answered stands, the rest is next.
+			next = s.at
+			break
+		}
+		if !out.started {
+			// A topic that cannot answer at all is the request's failure.
+			if res.Reason == "topic_not_found" || res.Reason == "topic_not_indexed" || res.Reason == "index_disabled" {
+				kvError(w, s.err)
+				return
+			}
+			out.start(topic)
+		}
+		if n := int64(len(res.value)); res.Status == http.StatusOK && n > h.mgetMaxBytes {
+			res = mgetResult{Key: res.Key, Status: http.StatusRequestEntityTooLarge, Reason: "too_large",
+				Error: fmt.Sprintf("value of %d bytes is over the %d bytes an _mget answer may carry ([http] kv_mget_max_bytes): GET it alone", n, h.mgetMaxBytes)}
+		} else if total+n > h.mgetMaxBytes {
+			next = s.at
+			break
+		} else {
+			total += n
+		}
+		err := out.result(&res)
+		flow.written(size)
+		if err != nil {
+			return // the client is gone or too slow
+		}
+	}
+	if !out.started {
+		out.start(topic)
+	}
+	out.end(next)
+}
+
+// readMgetKeys reads an _mget body (a JSON array of at most mgetMax keys,
+// at most mgetBody bytes) into one slot per distinct key, in the order
+// the keys first appear; on bad input it answers 400 and returns false.
+func readMgetKeys(w http.ResponseWriter, r *http.Request) ([]*mgetSlot, bool) {
 	var keys []string
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, mgetBody))
 	if err == nil {
@@ -203,55 +504,116 @@ func (h *kvHandler) mget(w http.ResponseWriter, r *http.Request) {
 	}
 	if err != nil {
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "body must be a JSON array of keys (at most 4 MiB): " + err.Error(), "reason": "bad_request"})
-		return
+		return nil, false
 	}
 	if len(keys) > mgetMax {
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": fmt.Sprintf("%d keys; at most %d per request", len(keys), mgetMax), "reason": "bad_request"})
-		return
+		return nil, false
 	}
-	raw := make([][]byte, len(keys))
+	var slots []*mgetSlot
+	seen := make(map[string]bool, len(keys))
 	for i, k := range keys {
-		if raw[i], err = decodeKey(r, k); err != nil {
+		key, err := decodeKey(r, k)
+		if err != nil {
 			writeJSON(w, http.StatusBadRequest, map[string]string{"error": fmt.Sprintf("key %d: %v", i, err), "reason": "bad_key"})
-			return
+			return nil, false
+		}
+		if !seen[string(key)] {
+			seen[string(key)] = true
+			slots = append(slots, &mgetSlot{at: i, sent: k, key: key, done: make(chan struct{})})
 		}
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), kvTimeout)
-	defer cancel()
-	results := make([]mgetResult, len(keys))
-	jobs := make(chan int)
-	var wg sync.WaitGroup
-	for range min(mgetWorkers, len(keys)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range jobs {
-				results[i] = h.one(ctx, topic, keys[i], raw[i])
-			}
-		}()
-	}
-	for i := range keys {
-		jobs <- i
-	}
-	close(jobs)
-	wg.Wait()
-	// A topic that cannot answer at all is the request's failure.
-	if len(results) > 0 && (results[0].Reason == "topic_not_found" || results[0].Reason == "topic_not_indexed" || results[0].Reason == "index_disabled") {
-		writeJSON(w, results[0].Status, map[string]string{"error": results[0].Error, "reason": results[0].Reason})
-		return
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"topic": topic, "results": results})
+	return slots, true
 }
 
-func (h *kvHandler) one(ctx context.Context, topic, sent string, key []byte) mgetResult {
-	rec, err := h.kv.KVGet(ctx, topic, key)
-	if err != nil {
-		return mgetResult{Key: sent, Status: kvStatus(err), Error: err.Error(), Reason: kvReason(err)}
+// result is a slot's answer; its value is the record's, not a copy.
+func (h *kvHandler) result(s *mgetSlot) mgetResult {
+	if s.err != nil {
+		return mgetResult{Key: s.sent, Status: kvStatus(s.err), Error: s.err.Error(), Reason: kvReason(s.err)}
 	}
+	rec := &s.rec
+	p, o, ts := rec.Partition, rec.Offset, rec.Timestamp
 	return mgetResult{
-		Key: sent, Status: http.StatusOK, Value: rec.Value,
-		Partition: &rec.Partition, Offset: &rec.Offset, Timestamp: &rec.Timestamp,
-		ContentType: contentType(&rec),
+		Key: s.sent, Status: http.StatusOK, value: rec.Value,
+		Partition: &p, Offset: &o, Timestamp: &ts,
+		ContentType: contentType(rec),
+	}
+}
+
+// mgetWriter writes an _mget answer piece by piece:
+// {"topic": T, "results": [R, ...], "truncated": B[, "next": N]}.
+type mgetWriter struct {
+	w       http.ResponseWriter
+	bw      *bufio.Writer
+	started bool
+	n       int // results written
+	err     error
+}
+
+func (m *mgetWriter) start(topic string) {
+	m.started = true
+	h := m.w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	m.w.WriteHeader(http.StatusOK)
+	m.bw = bufio.NewWriterSize(m.w, 32<<10)
+	t, _ := json.Marshal(topic)
+	m.write(`{"topic":`, string(t), `,"results":[`)
+}
+
+func (m *mgetWriter) write(parts ...string) {
+	for _, p := range parts {
+		if m.err == nil {
+			_, m.err = m.bw.WriteString(p)
+		}
+	}
+}
+
+// result writes one result, its value base64-encoded straight into the
+// response.
+func (m *mgetWriter) result(res *mgetResult) error {
+	meta, err := json.Marshal(res)
+	if err != nil {
+		return fmt.Errorf("encode _mget result: %w", err)
+	}
+	if m.n > 0 {
+		m.write(",")
+	}
+	m.n++
+	if res.Status != http.StatusOK {
+		m.write(string(meta))
+		return m.err
+	}
+	m.write(`{"value":"`)
+	if m.err == nil {
+		enc := base64.NewEncoder(base64.StdEncoding, m.bw)
+		if _, m.err = enc.Write(res.value); m.err == nil {
+			m.err = enc.Close()
+		}
+	}
+	// meta is {"key":...}: the value goes in front of its fields.
+	m.write(`",`, string(meta[1:]))
+	return m.err
+}
+
+// flush sends what is written so far.
+func (m *mgetWriter) flush() {
+	if m.started && m.err == nil {
+		if m.err = m.bw.Flush(); m.err == nil {
+			m.err = http.NewResponseController(m.w).Flush()
+		}
+	}
+}
+
+// end closes the answer; next >= 0 says it was cut short there.
+func (m *mgetWriter) end(next int) {
+	if next >= 0 {
+		m.write(`],"truncated":true,"next":`, strconv.Itoa(next), "}\n")
+	} else {
+		m.write(`],"truncated":false}`, "\n")
+	}
+	if m.err == nil {
+		m.err = m.bw.Flush()
 	}
 }
 

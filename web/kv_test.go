@@ -32,10 +32,11 @@ import (
 // Kafka server and HTTP handler, on a real redis-server. restart brings
 // it back on the same Redis and index directory.
 type node struct {
-	t     *testing.T
+	t     testing.TB
 	redis *testbed.Redis
 	dir   string
 	opts  engine.Options
+	wopts web.Options // Version, Started and Logger are set by start
 
 	rc     *resp.Client
 	eng    *engine.Engine
@@ -52,9 +53,15 @@ func quietLog() *slog.Logger {
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }
 
-func startNode(t *testing.T, opts engine.Options) *node {
+func startNode(t testing.TB, opts engine.Options) *node {
 	t.Helper()
-	n := &node{t: t, redis: testbed.StartRedis(t), dir: t.TempDir(), opts: opts}
+	return startNodeWeb(t, opts, web.Options{})
+}
+
+// startNodeWeb is startNode with options for the HTTP handler.
+func startNodeWeb(t testing.TB, opts engine.Options, wopts web.Options) *node {
+	t.Helper()
+	n := &node{t: t, redis: testbed.StartRedis(t), dir: t.TempDir(), opts: opts, wopts: wopts}
 	n.start()
 	t.Cleanup(n.stop)
 	return n
@@ -84,7 +91,9 @@ func (n *node) start() {
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ctx, ln, 5*time.Second) }()
 	n.rc, n.eng, n.kafka, n.cancel, n.done = rc, eng, ln.Addr().String(), cancel, done
-	n.http = httptest.NewServer(web.New(eng, web.Options{Version: "test", Started: time.Now(), Logger: opts.Logger}))
+	wopts := n.wopts
+	wopts.Version, wopts.Started, wopts.Logger = "test", time.Now(), opts.Logger
+	n.http = httptest.NewServer(web.New(eng, wopts))
 }
 
 func (n *node) stop() {
@@ -167,7 +176,7 @@ func escapeKey(k string) string {
 	return url.PathEscape(k)
 }
 
-func createTopic(t *testing.T, n *node, name string, parts int32, configs map[string]*string) {
+func createTopic(t testing.TB, n *node, name string, parts int32, configs map[string]*string) {
 	t.Helper()
 	adm := kadm.NewClient(n.client())
 	res, err := adm.CreateTopics(context.Background(), parts, 1, configs, name)

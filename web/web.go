@@ -60,6 +60,10 @@ type Options struct {
 	RestrictHosts bool
 	Hosts         []string
 	Logger        *slog.Logger
+
+	// KVMgetMaxBytes caps the value bytes of one _mget answer; 0 means
+	// DefaultKVMgetMaxBytes.
+	KVMgetMaxBytes int64
 }
 
 // Listener is one address korvet serves.
@@ -154,7 +158,7 @@ func New(eng *engine.Engine, opts Options) http.Handler {
 	mux.HandleFunc("GET /api/v1/topics", s.apiTopics)
 	mux.HandleFunc("GET /api/v1/groups", s.apiGroups)
 	mux.HandleFunc("POST /api/v1/index/rebuild", s.admin(s.apiIndexRebuild))
-	registerKV(mux, eng, s.topicGuard)
+	registerKV(mux, eng, opts.KVMgetMaxBytes, s.topicGuard)
 	if store := eng.ColdStore(); store != nil {
 		// The Iceberg REST catalog, read-only: DuckDB, Trino, Spark or
 		// PyIceberg attach to the archive at http://HOST/iceberg. A table
@@ -173,7 +177,9 @@ func New(eng *engine.Engine, opts Options) http.Handler {
 		pageHeaders(w)
 		files.ServeHTTP(w, r)
 	})
-	return s.gate(mux)
+	// The KV headers go outermost, so that refusals on KV paths carry
+	// them too.
+	return withKVHeaders(s.gate(mux))
 }
 
 // pageHeaders keep the page self-contained: scripts and styles from
