@@ -383,7 +383,7 @@ idle_timeout = "2s"`)
 	var failed atomic.Value
 	for i := range slow {
 		c := dial()
-		go trickle(c, "GET /healthz HTTP/1.1\r\nHost: korvet\r\n", "X-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n")
+		go trickle(c, "GET /healthz HTTP/1.1\r\nHost: localhost\r\n", "X-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n")
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -410,7 +410,7 @@ idle_timeout = "2s"`)
 	// A slow body: the whole request must arrive within read_timeout.
 	c := dial()
 	start = time.Now()
-	go trickle(c, "POST /v1/kv/vals/_mget HTTP/1.1\r\nHost: korvet\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n[", `"k0001",`)
+	go trickle(c, "POST /v1/kv/vals/_mget HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n[", `"k0001",`)
 	answer, at, err := waitClosed(c, 20*time.Second)
 	if err != nil {
 		t.Fatalf("slow body: %v", err)
@@ -424,7 +424,7 @@ idle_timeout = "2s"`)
 
 	// An idle keep-alive connection is closed after idle_timeout.
 	c = dial()
-	if _, err := io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: korvet\r\n\r\n"); err != nil {
+	if _, err := io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n"); err != nil {
 		t.Fatal(err)
 	}
 	br := bufio.NewReader(c)
@@ -448,7 +448,7 @@ idle_timeout = "2s"`)
 	// base64), more than the sockets buffer, is cut off by write_timeout.
 	c = dial()
 	keys, _ := json.Marshal([]string{"k0000", "k0001", "k0002", "k0003", "k0004", "k0005", "k0006", "k0007", "k0008", "k0009", "k0010", "k0011", "k0012", "k0013", "k0014", "k0015", "k0016"})
-	fmt.Fprintf(c, "POST /v1/kv/vals/_mget HTTP/1.1\r\nHost: korvet\r\nContent-Length: %d\r\n\r\n%s", len(keys), keys)
+	fmt.Fprintf(c, "POST /v1/kv/vals/_mget HTTP/1.1\r\nHost: localhost\r\nContent-Length: %d\r\n\r\n%s", len(keys), keys)
 	start = time.Now()
 	time.Sleep(5 * time.Second) // the client stalls, well past write_timeout
 	if err := c.SetReadDeadline(time.Now().Add(20 * time.Second)); err != nil {
@@ -515,7 +515,7 @@ idle_timeout = "60s"`, limit))
 			continue
 		}
 		defer c.Close()
-		if _, err := io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: korvet\r\nConnection: close\r\n\r\n"); err != nil {
+		if _, err := io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"); err != nil {
 			t.Fatal(err)
 		}
 		waiting = append(waiting, c)
