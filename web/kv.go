@@ -63,9 +63,9 @@ func registerKV(mux *http.ServeMux, kv KV, mgetMaxBytes int64, guard func(auth.O
 	}
 	h := &kvHandler{kv: kv, mgetMaxBytes: mgetMaxBytes}
 	// Patterns with GET also match HEAD.
-	mux.HandleFunc("GET /v1/kv/{topic}/{key...}", kvData(guard(auth.OpRead, h.get)))
-	mux.HandleFunc("POST /v1/kv/{topic}/_mget", kvData(guard(auth.OpRead, h.mget)))
-	mux.HandleFunc("GET /v1/kv/{topic}", kvData(guard(auth.OpDescribe, h.stats)))
+	mux.HandleFunc("GET /v1/kv/{topic}/{key...}", guard(auth.OpRead, h.get))
+	mux.HandleFunc("POST /v1/kv/{topic}/_mget", guard(auth.OpRead, h.mget))
+	mux.HandleFunc("GET /v1/kv/{topic}", guard(auth.OpDescribe, h.stats))
 }
 
 // decodeKey reads a key as the request encodes it.
@@ -211,14 +211,6 @@ func passiveType(v string) string {
 func setKVHeaders(h http.Header) {
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Content-Security-Policy", "sandbox")
-}
-
-// kvData sets the KV headers on every answer of a KV route.
-func kvData(next http.HandlerFunc) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		setKVHeaders(w.Header())
-		next(w, r)
-	}
 }
 
 // withKVHeaders sets the KV headers on every answer under /v1/kv, the
