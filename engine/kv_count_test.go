@@ -13,18 +13,6 @@ import (
 	"github.com/korvet/korvet/internal/testbed"
 )
 
-// waitFor polls cond until it holds or within has passed.
-func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, within)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
 // ?count=exact from many clients at once is one scan of the index: 50
 // concurrent callers share it and get the same figures; a caller that
 // gives up leaves it running for the others; the next call scans again.
@@ -75,7 +63,7 @@ func TestKVCountShared(t *testing.T) {
 		_, err := n.e.KVTopicStats(quitCtx, "c", true)
 		quitErr <- err
 	}()
-	waitFor(t, 10*time.Second, "51 callers waiting for the count", func() bool { return n.e.KVCountWaiters("c") == callers+1 })
+	testbed.WaitFor(t, 10*time.Second, "51 callers waiting for the count", func() bool { return n.e.KVCountWaiters("c") == callers+1 })
 	quit()
 	select {
 	case err := <-quitErr:
@@ -85,7 +73,7 @@ func TestKVCountShared(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("a caller whose context ended still waits for the count")
 	}
-	waitFor(t, 10*time.Second, "50 callers still waiting", func() bool { return n.e.KVCountWaiters("c") == callers })
+	testbed.WaitFor(t, 10*time.Second, "50 callers still waiting", func() bool { return n.e.KVCountWaiters("c") == callers })
 	close(release)
 	wg.Wait()
 	close(out)

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/korvet/korvet/engine"
+	"github.com/korvet/korvet/internal/testbed"
 )
 
 // rawGroupConn sends hand-built requests on one connection. A parked
@@ -237,7 +238,7 @@ func TestGroupProtocol(t *testing.T) {
 	// rejoins; A learns of the rebalance from its heartbeat.
 	bc := newRawGroupConn(t, b)
 	bc.send(joinReq(3, g, "", "", "range"))
-	waitFor(t, 5*time.Second, "the rebalance", func() bool {
+	testbed.WaitFor(t, 5*time.Second, "the rebalance", func() bool {
 		return heartbeat(a, g, idA, "", 1) == kerr.RebalanceInProgress.Code
 	})
 	expectCode(t, "commit during PreparingRebalance", commit(a, 9, g, idA, 1, "raw", 7, ""), nil)
@@ -408,7 +409,7 @@ func TestGroupTimeouts(t *testing.T) {
 	expectCode(t, "heartbeat by the dropped member", heartbeat(a, g, idA, "", jr.Generation), kerr.UnknownMemberID)
 
 	// B never syncs: dropped when the sync deadline passes.
-	waitFor(t, 5*time.Second, "B to be dropped for not syncing", func() bool {
+	testbed.WaitFor(t, 5*time.Second, "B to be dropped for not syncing", func() bool {
 		_, ok := coord.Describe(g)
 		return !ok
 	})
@@ -418,7 +419,7 @@ func TestGroupTimeouts(t *testing.T) {
 	jc := cc.do(short(joinReq(3, g, "", "", "range"))).(*kmsg.JoinGroupResponse)
 	cc.do(syncReq(g, jc.MemberID, jc.Generation, nil))
 	start = time.Now()
-	waitFor(t, 5*time.Second, "C to expire", func() bool {
+	testbed.WaitFor(t, 5*time.Second, "C to expire", func() bool {
 		_, ok := coord.Describe(g)
 		return !ok
 	})

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/korvet/korvet/engine"
+	"github.com/korvet/korvet/internal/testbed"
 	"github.com/korvet/korvet/resp"
 )
 
@@ -168,17 +169,6 @@ func storedCommits(t *testing.T, b *broker, grp, topic string) map[int32]int64 {
 	return out
 }
 
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // TestGroupChurnAndRestart runs three-odd members of a group, joining and
 // leaving while 50k records flow over several partitions, with an eager
 // and a cooperative balancer, and restarts korvet under them. Every record
@@ -242,14 +232,14 @@ func testGroupChurn(t *testing.T, balancer kgo.GroupBalancer) {
 	opt := kgo.Balancers(balancer)
 	consumed := func(n int64) func() bool { return func() bool { return seen.unique.Load() >= n } }
 	m1 := startMember(t, b, "m1", grp, topic, seen, opt)
-	waitFor(t, 60*time.Second, "5k records", consumed(5000))
+	testbed.WaitFor(t, 60*time.Second, "5k records", consumed(5000))
 	m2 := startMember(t, b, "m2", grp, topic, seen, opt)
 	m3 := startMember(t, b, "m3", grp, topic, seen, opt)
-	waitFor(t, 60*time.Second, "15k records", consumed(15000))
+	testbed.WaitFor(t, 60*time.Second, "15k records", consumed(15000))
 	m1.stop(t)
-	waitFor(t, 60*time.Second, "25k records", consumed(25000))
+	testbed.WaitFor(t, 60*time.Second, "25k records", consumed(25000))
 	m4 := startMember(t, b, "m4", grp, topic, seen, opt)
-	waitFor(t, 60*time.Second, "30k records", consumed(30000))
+	testbed.WaitFor(t, 60*time.Second, "30k records", consumed(30000))
 
 	// Restart korvet under the running members and read the commits
 	// while it is down: the members must come back from those.
@@ -258,12 +248,12 @@ func testGroupChurn(t *testing.T, balancer kgo.GroupBalancer) {
 	atRestart := storedCommits(t, b, grp, topic)
 	seen.mark()
 	b.start(addr)
-	waitFor(t, 60*time.Second, "35k records", consumed(35000))
+	testbed.WaitFor(t, 60*time.Second, "35k records", consumed(35000))
 	m2.stop(t)
 	if err := <-produced; err != nil {
 		t.Fatalf("produce: %v", err)
 	}
-	waitFor(t, 90*time.Second, "all records", consumed(total))
+	testbed.WaitFor(t, 90*time.Second, "all records", consumed(total))
 	m3.stop(t)
 	m4.stop(t)
 
@@ -320,7 +310,7 @@ func testGroupChurn(t *testing.T, balancer kgo.GroupBalancer) {
 	produceAll(t, b.client(kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.RoundRobinPartitioner())), recs)
 	after := newSeenSet()
 	m5 := startMember(t, b, "m5", grp, topic, after, opt)
-	waitFor(t, 60*time.Second, "records produced after the restart", func() bool { return after.unique.Load() >= int64(more) })
+	testbed.WaitFor(t, 60*time.Second, "records produced after the restart", func() bool { return after.unique.Load() >= int64(more) })
 	m5.stop(t)
 	m5.mu.Lock()
 	defer m5.mu.Unlock()
@@ -353,10 +343,10 @@ func TestGroupStaticMemberRejoin(t *testing.T) {
 		d, _ := coord.Describe(grp)
 		return d.State.String() == "Stable" && len(d.Members) == 2
 	}
-	waitFor(t, 30*time.Second, "a stable group of two", stable)
+	testbed.WaitFor(t, 30*time.Second, "a stable group of two", stable)
 	// Let both members settle (cooperative clients may rebalance twice).
 	time.Sleep(time.Second)
-	waitFor(t, 30*time.Second, "a stable group of two", stable)
+	testbed.WaitFor(t, 30*time.Second, "a stable group of two", stable)
 	d, _ := coord.Describe(grp)
 	gen := d.Generation
 	s2revokes := s2.revokes.Load()
@@ -374,7 +364,7 @@ func TestGroupStaticMemberRejoin(t *testing.T) {
 	s1 = static("s1")
 	defer s1.stop(t)
 	defer s2.stop(t)
-	waitFor(t, 30*time.Second, "s1 to rejoin", func() bool {
+	testbed.WaitFor(t, 30*time.Second, "s1 to rejoin", func() bool {
 		d, _ := coord.Describe(grp)
 		for _, m := range d.Members {
 			if m.InstanceID == "s1" && m.MemberID != oldIDs["s1"] {
@@ -388,7 +378,7 @@ func TestGroupStaticMemberRejoin(t *testing.T) {
 	produceAll(t, b.client(kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.RoundRobinPartitioner())), []*kgo.Record{
 		{Value: []byte("a")}, {Value: []byte("b")}, {Value: []byte("c")}, {Value: []byte("d")},
 	})
-	waitFor(t, 30*time.Second, "records on every partition", func() bool { return seen.unique.Load() >= n+4 })
+	testbed.WaitFor(t, 30*time.Second, "records on every partition", func() bool { return seen.unique.Load() >= n+4 })
 	d, _ = coord.Describe(grp)
 	if d.Generation != gen {
 		t.Fatalf("generation went from %d to %d: the static rejoin rebalanced", gen, d.Generation)
@@ -490,7 +480,7 @@ func TestGroupOffsetsAdmin(t *testing.T) {
 	// A group consumer starts from the commits.
 	seen := newSeenSet()
 	m := startMember(t, b, "m", grp, topic, seen)
-	waitFor(t, 30*time.Second, "the uncommitted records", func() bool { return seen.unique.Load() >= 30 })
+	testbed.WaitFor(t, 30*time.Second, "the uncommitted records", func() bool { return seen.unique.Load() >= 30 })
 	m.mu.Lock()
 	if m.minOff[0] != 10 || m.minOff[2] != 20 {
 		t.Fatalf("group consumer started at %v, want the commits 10 and 20", m.minOff)
@@ -499,7 +489,7 @@ func TestGroupOffsetsAdmin(t *testing.T) {
 		t.Fatalf("partition 1 was fully committed but consumed from %d", m.minOff[1])
 	}
 	m.mu.Unlock()
-	waitFor(t, 10*time.Second, "a stable group", func() bool {
+	testbed.WaitFor(t, 10*time.Second, "a stable group", func() bool {
 		d, _ := b.eng.Groups().Describe(grp)
 		return d.State.String() == "Stable"
 	})
@@ -539,7 +529,7 @@ func TestGroupOffsetsAdmin(t *testing.T) {
 		t.Fatalf("offset delete of a subscribed topic: %v", e)
 	}
 	m.stop(t)
-	waitFor(t, 10*time.Second, "an empty group", func() bool {
+	testbed.WaitFor(t, 10*time.Second, "an empty group", func() bool {
 		d, _ := b.eng.Groups().Describe(grp)
 		return d.State.String() == "Empty"
 	})
