@@ -27,10 +27,25 @@ const apiVersionsKey = 18
 var errUnsupportedVersion = kerr.UnsupportedVersion.Code
 
 // apiTable lists every API korvet answers, with the versions that work. It
-// is what ApiVersions advertises, so nothing may be listed that is not served.
+// is what ApiVersions advertises, so nothing may be listed that is not
+// served, with one exception: Produce v0-2.
+//
+// Why the minimums are what they are: librdkafka (kcat, confluent-kafka)
+// reads a broker's ranges against the versions its feature table
+// (rdkafka_feature.c) needs, and before 2.11.1 (2.0.2 measured) it
+// compresses with gzip, snappy or lz4 only if Produce is listed somewhere
+// in 0..0 (zstd: 0..7).
+// A Produce minimum above 0 made it send those batches uncompressed,
+// silently. So, as Kafka 4.0 does (KAFKA-18659), Produce is advertised from
+// 0 while v0-2 (pre-0.11 message sets) are answered UNSUPPORTED_VERSION
+// (refuseOldProduce). Fetch starts at 4, as in Kafka 4.0: librdkafka needs
+// Fetch 4 for MsgVer2 and 10 for ZSTD; the features that need Fetch 1-2
+// (MsgVer1, ThrottleTime) are its fallbacks for brokers without MsgVer2,
+// and it fetches at the highest version both sides have. Every other API
+// starts at 0, so no feature's range can miss it.
 func apiTable() map[int16]apiDef {
 	return map[int16]apiDef{
-		0:  {3, 13, handleProduce},
+		0:  {0, 13, handleProduce}, // v0-2 refused, see above
 		1:  {4, 18, handleFetch},
 		2:  {0, 11, handleListOffsets},
 		3:  {0, 13, handleMetadata},

@@ -140,6 +140,41 @@ func handleProduce(ctx context.Context, c *conn, kreq kmsg.Request) func() kmsg.
 	}
 }
 
+// produceServedFrom is the oldest Produce version korvet serves: v3
+// (Kafka 0.11) brought record batch v2. Older versions are advertised all
+// the same, for librdkafka (see apiTable), and refused.
+const produceServedFrom = 3
+
+// refuseOldProduce answers a Produce request older than produceServedFrom
+// with UNSUPPORTED_VERSION on every partition, without looking at its
+// records or topics: nothing is stored or created. The message goes to
+// the log only, as these versions have no field for it.
+func (c *conn) refuseOldProduce(req *kmsg.ProduceRequest) *kmsg.ProduceResponse {
+	msg := fmt.Sprintf("Produce v%d is not supported: korvet takes Produce v%d and later (record batch v2)", req.Version, produceServedFrom)
+	if !c.oldProduceLogged {
+		// Once per connection: a client may retry without end.
+		c.oldProduceLogged = true
+		c.s.log.Warn("refusing old produce requests on this connection", "remote", c.nc.RemoteAddr(), "client", c.clientID, "version", req.Version, "err", msg)
+	}
+	resp := req.ResponseKind().(*kmsg.ProduceResponse)
+	resp.Topics = make([]kmsg.ProduceResponseTopic, len(req.Topics))
+	for ti := range req.Topics {
+		rt := &req.Topics[ti]
+		st := &resp.Topics[ti]
+		*st = kmsg.NewProduceResponseTopic()
+		st.Topic = rt.Topic
+		st.Partitions = make([]kmsg.ProduceResponseTopicPartition, len(rt.Partitions))
+		for pi := range rt.Partitions {
+			rp := &st.Partitions[pi]
+			*rp = kmsg.NewProduceResponseTopicPartition()
+			rp.Partition = rt.Partitions[pi].Partition
+			rp.BaseOffset, rp.LogAppendTime, rp.LogStartOffset = -1, -1, -1
+			rp.ErrorCode = kerr.UnsupportedVersion.Code
+		}
+	}
+	return resp
+}
+
 // partKey names a partition of a produce request: by topic name, or by
 // topic id from version 13 (the other is then empty).
 type partKey struct {

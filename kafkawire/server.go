@@ -354,6 +354,8 @@ type conn struct {
 	// hangup: close the connection once the current request is answered
 	// (failed authentication). Set in a handler's in-order part.
 	hangup bool
+	// oldProduceLogged: a refused Produce v0-2 has been logged (dispatch).
+	oldProduceLogged bool
 }
 
 func (s *Server) newConn(nc net.Conn, l *listener) *conn {
@@ -569,6 +571,21 @@ func (c *conn) dispatch(ctx context.Context, body []byte, sl *slot) bool {
 	if !c.admit(h.key) {
 		c.s.log.Warn("closing connection: request before SASL authentication", "remote", c.nc.RemoteAddr(), "client", c.clientID, "api", kmsg.NameForKey(h.key))
 		return false
+	}
+	if pr, ok := req.(*kmsg.ProduceRequest); ok && pr.Version < produceServedFrom {
+		// Advertised, never served (see apiTable): refused before
+		// authorization and before its records are looked at, and the
+		// connection stays open. acks=0 gets no answer; observe gets the
+		// refusal all the same, so that nothing counts as produced.
+		observe := c.s.opts.Metrics.started(h.key, req, len(body)+4)
+		r := c.refuseOldProduce(pr)
+		if pr.Acks != 0 {
+			sl.frame = encodeResponse(h.correlation, h.flexibleResponse(), r)
+		}
+		close(sl.done)
+		observe(r, len(sl.frame))
+		c.enqueue(sl)
+		return true
 	}
 	// A fetch reserves what it may return before it starts: a client that
 	// does not read its responses stops being read from instead of piling
