@@ -26,11 +26,7 @@ func TestLibrdkafkaCompressionCodecs(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs kcat and confluent-kafka against the binary")
 	}
-	haveKcat := haveClient(t, "kcat", "kcat", "kcat", "-V")
-	havePython := haveClient(t, "python3-confluent-kafka", "python3-confluent-kafka", "/usr/bin/python3", "-c", "import confluent_kafka")
-	if !haveKcat && !havePython {
-		t.Skip("neither kcat nor python3-confluent-kafka is installed")
-	}
+	haveKcat, havePython := librdkafkaClients(t)
 	p := startKorvet(t, "")
 	rc := redisClient(t, p.redis)
 

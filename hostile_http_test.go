@@ -58,49 +58,31 @@ func newMemProbe(t *testing.T, p *proc) *memProbe {
 	return &memProbe{t: t, base: p.httpBase, hc: &http.Client{Transport: tr, Timeout: 10 * time.Second}, rc: rc}
 }
 
+// rss scrapes korvet's resident memory; ok is false when /metrics did not
+// answer with it.
+func (m *memProbe) rss() (int64, bool) {
+	code, body, err := httpGet(m.hc, m.base+"/metrics")
+	if err != nil || code != http.StatusOK {
+		return 0, false
+	}
+	v, ok := parseMetrics(bytes.NewReader(body))["process_resident_memory_bytes"]
+	return int64(v), ok
+}
+
 // korvet returns korvet's resident memory in bytes.
 func (m *memProbe) korvet() int64 {
 	m.t.Helper()
-	code, body, err := httpGet(m.hc, m.base+"/metrics")
-	if err != nil || code != http.StatusOK {
-		m.t.Fatalf("/metrics: %d %v", code, err)
+	n, ok := m.rss()
+	if !ok {
+		m.t.Fatal("/metrics did not answer with process_resident_memory_bytes")
 	}
-	for _, line := range strings.Split(string(body), "\n") {
-		if v, ok := strings.CutPrefix(line, "process_resident_memory_bytes "); ok {
-			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			if err != nil {
-				m.t.Fatalf("process_resident_memory_bytes %q: %v", v, err)
-			}
-			return int64(f)
-		}
-	}
-	m.t.Fatal("/metrics has no process_resident_memory_bytes")
-	return 0
+	return n
 }
 
 // redis returns Redis's used_memory_rss in bytes.
 func (m *memProbe) redis() int64 {
 	m.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	r, err := m.rc.Do(ctx, "INFO", "memory")
-	if err == nil {
-		err = r.Err()
-	}
-	if err != nil {
-		m.t.Fatalf("INFO memory: %v", err)
-	}
-	for _, line := range strings.Split(string(r.Bytes()), "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "used_memory_rss:"); ok {
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil {
-				m.t.Fatalf("used_memory_rss %q: %v", v, err)
-			}
-			return n
-		}
-	}
-	m.t.Fatal("INFO memory has no used_memory_rss")
-	return 0
+	return redisMemory(m.t, m.rc, "used_memory_rss")
 }
 
 // peak samples korvet's resident memory every 50ms until stop is called,
@@ -112,14 +94,8 @@ func (m *memProbe) peak() (stop func() int64) {
 		var top int64
 		for {
 			// Not m.korvet: t.Fatal is for the test's goroutine.
-			if code, body, err := httpGet(m.hc, m.base+"/metrics"); err == nil && code == http.StatusOK {
-				for _, line := range strings.Split(string(body), "\n") {
-					if v, ok := strings.CutPrefix(line, "process_resident_memory_bytes "); ok {
-						if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil {
-							top = max(top, int64(f))
-						}
-					}
-				}
+			if n, ok := m.rss(); ok {
+				top = max(top, n)
 			}
 			select {
 			case <-done:

@@ -50,8 +50,13 @@ func metrics(t *testing.T, p *proc) map[string]float64 {
 	if res.StatusCode != http.StatusOK {
 		t.Fatalf("GET /metrics: %s", res.Status)
 	}
+	return parseMetrics(res.Body)
+}
+
+// parseMetrics reads Prometheus text into name (with labels) -> value.
+func parseMetrics(r io.Reader) map[string]float64 {
 	out := map[string]float64{}
-	sc := bufio.NewScanner(res.Body)
+	sc := bufio.NewScanner(r)
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
@@ -69,20 +74,31 @@ func metrics(t *testing.T, p *proc) map[string]float64 {
 // redisUsedMemory is Redis's INFO memory used_memory.
 func redisUsedMemory(t *testing.T, rc *resp.Client) int64 {
 	t.Helper()
-	r, err := rc.Do(context.Background(), "INFO", "memory")
+	return redisMemory(t, rc, "used_memory")
+}
+
+// redisMemory is one field of Redis's INFO memory, in bytes.
+func redisMemory(t *testing.T, rc *resp.Client, field string) int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	r, err := rc.Do(ctx, "INFO", "memory")
+	if err == nil {
+		err = r.Err()
+	}
 	if err != nil {
 		t.Fatalf("INFO memory: %v", err)
 	}
 	for _, line := range strings.Split(string(r.Bytes()), "\r\n") {
-		if v, ok := strings.CutPrefix(line, "used_memory:"); ok {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
 			n, err := strconv.ParseInt(v, 10, 64)
 			if err != nil {
-				t.Fatalf("used_memory %q: %v", v, err)
+				t.Fatalf("%s %q: %v", field, v, err)
 			}
 			return n
 		}
 	}
-	t.Fatalf("INFO memory has no used_memory:\n%s", r.Bytes())
+	t.Fatalf("INFO memory has no %s:\n%s", field, r.Bytes())
 	return 0
 }
 

@@ -84,6 +84,19 @@ func runClient(t *testing.T, timeout time.Duration, name string, args ...string)
 	return out.Bytes(), errOut.Bytes(), err
 }
 
+// librdkafkaClients reports which of Debian's librdkafka clients are
+// installed, kcat and python3-confluent-kafka; it skips the test when
+// neither is (and haveClient fails it in CI).
+func librdkafkaClients(t *testing.T) (kcat, python bool) {
+	t.Helper()
+	kcat = haveClient(t, "kcat", "kcat", "kcat", "-V")
+	python = haveClient(t, "python3-confluent-kafka", "python3-confluent-kafka", "/usr/bin/python3", "-c", "import confluent_kafka")
+	if !kcat && !python {
+		t.Skip("neither kcat nor python3-confluent-kafka is installed")
+	}
+	return kcat, python
+}
+
 // TestLibrdkafkaSCRAM: Debian's librdkafka (2.0.2 in Debian 12), through
 // kcat and python3-confluent-kafka, logs in to korvet with SCRAM-SHA-256
 // and -512, produces and consumes byte-exact, and is refused with an
@@ -94,11 +107,7 @@ func TestLibrdkafkaSCRAM(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs kcat and confluent-kafka against the binary")
 	}
-	haveKcat := haveClient(t, "kcat", "kcat", "kcat", "-V")
-	havePython := haveClient(t, "python3-confluent-kafka", "python3-confluent-kafka", "/usr/bin/python3", "-c", "import confluent_kafka")
-	if !haveKcat && !havePython {
-		t.Skip("neither kcat nor python3-confluent-kafka is installed")
-	}
+	haveKcat, havePython := librdkafkaClients(t)
 	const user, password = "ada", "pw-ada-Lovelace-1815"
 	p := startSASLKorvet(t, map[string]string{user: password})
 	logins, refusals := 0, 0
