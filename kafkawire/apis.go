@@ -9,7 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/korvet/korvet/engine"
-	"github.com/korvet/korvet/kafkawire/records"
+	"github.com/korvet/korvet/kafkawire/batch"
 )
 
 // handler does the part of a request that must happen in request order
@@ -126,7 +126,7 @@ func errorCode(err error) int16 {
 		return kerr.PolicyViolation.Code
 	case errors.Is(err, engine.ErrInvalidConfig):
 		return kerr.InvalidConfig.Code
-	case errors.Is(err, engine.ErrMessageTooLarge), errors.Is(err, records.ErrTooLarge):
+	case errors.Is(err, engine.ErrMessageTooLarge), errors.Is(err, batch.ErrTooLarge):
 		return kerr.MessageTooLarge.Code
 	case errors.Is(err, engine.ErrOffsetOutOfRange):
 		return kerr.OffsetOutOfRange.Code
@@ -140,9 +140,9 @@ func errorCode(err error) int16 {
 		return kerr.InvalidProducerEpoch.Code
 	case errors.Is(err, engine.ErrUnknownProducerID):
 		return kerr.UnknownProducerID.Code
-	case errors.Is(err, records.ErrCorrupt):
+	case errors.Is(err, batch.ErrCorrupt):
 		return kerr.CorruptMessage.Code
-	case errors.Is(err, records.ErrUnsupported):
+	case errors.Is(err, batch.ErrUnsupported):
 		return kerr.UnsupportedForMessageFormat.Code
 	case errors.Is(err, engine.ErrStorageUnavailable), errors.Is(err, context.DeadlineExceeded), errors.Is(err, engine.ErrClosed):
 		// Retriable: clients back off and try again.

@@ -11,7 +11,7 @@ import (
 
 	"github.com/korvet/korvet/engine"
 	"github.com/korvet/korvet/engine/record"
-	"github.com/korvet/korvet/kafkawire/records"
+	"github.com/korvet/korvet/kafkawire/batch"
 )
 
 // maxFetchWait bounds how long a fetch may wait for data, whatever the
@@ -217,7 +217,7 @@ func allCompressed(codecs []int8, n int) bool {
 // consumers get the bandwidth savings their producers chose. codecs may be
 // empty (all uncompressed).
 func (s *Server) buildBatches(recs []record.Record, codecs []int8) ([]byte, error) {
-	enc := s.encoders.Get().(*records.Encoder)
+	enc := s.encoders.Get().(*batch.Encoder)
 	defer s.encoders.Put(enc)
 	var out []byte
 	for i := 0; i < len(recs); {
@@ -230,7 +230,7 @@ func (s *Server) buildBatches(recs []record.Record, codecs []int8) ([]byte, erro
 			j++
 		}
 		var err error
-		out, err = enc.AppendBatch(out, recs[i:j], records.BuildOptions{Compression: records.Compression(codec)})
+		out, err = enc.AppendBatch(out, recs[i:j], batch.BuildOptions{Compression: batch.Compression(codec)})
 		if err != nil {
 			return nil, fmt.Errorf("build batch at offset %d: %w", recs[i].Offset, err)
 		}

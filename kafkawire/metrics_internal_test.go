@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/korvet/korvet/engine/record"
-	"github.com/korvet/korvet/kafkawire/records"
+	"github.com/korvet/korvet/kafkawire/batch"
 )
 
 func TestBatchRecords(t *testing.T) {
@@ -15,7 +15,7 @@ func TestBatchRecords(t *testing.T) {
 			recs[j] = record.Record{Offset: int64(1000*i + j), Value: []byte("v")}
 		}
 		var err error
-		if b, err = records.AppendBatch(b, recs, records.BuildOptions{Compression: records.Compression(i % 2)}); err != nil {
+		if b, err = batch.AppendBatch(b, recs, batch.BuildOptions{Compression: batch.Compression(i % 2)}); err != nil {
 			t.Fatal(err)
 		}
 	}

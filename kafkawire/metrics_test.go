@@ -15,7 +15,7 @@ import (
 	"github.com/korvet/korvet/engine/record"
 	"github.com/korvet/korvet/internal/testbed"
 	"github.com/korvet/korvet/kafkawire"
-	"github.com/korvet/korvet/kafkawire/records"
+	"github.com/korvet/korvet/kafkawire/batch"
 	"github.com/korvet/korvet/resp"
 )
 
@@ -69,7 +69,7 @@ func TestMetrics(t *testing.T) {
 		got += len(fs.Records())
 	}
 	// A produce to a partition that does not exist is not counted.
-	batch, err := records.AppendBatch(nil, []record.Record{{Value: []byte("x")}}, records.BuildOptions{})
+	recBatch, err := batch.AppendBatch(nil, []record.Record{{Value: []byte("x")}}, batch.BuildOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +78,7 @@ func TestMetrics(t *testing.T) {
 	rt := kmsg.NewProduceRequestTopic()
 	rt.Topic = "metered"
 	rp := kmsg.NewProduceRequestTopicPartition()
-	rp.Partition, rp.Records = 5, batch
+	rp.Partition, rp.Records = 5, recBatch
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
 	pr, err := req.RequestWith(ctx, cl)

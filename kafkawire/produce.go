@@ -10,7 +10,7 @@ import (
 
 	"github.com/korvet/korvet/engine"
 	"github.com/korvet/korvet/engine/record"
-	"github.com/korvet/korvet/kafkawire/records"
+	"github.com/korvet/korvet/kafkawire/batch"
 )
 
 // produceWait is a partition append the response waits for.
@@ -24,8 +24,8 @@ type produceWait struct {
 // batchDecoder is a pooled decoder with its batch slice: the records of a
 // produce point into it until the append is committed.
 type batchDecoder struct {
-	records.Decoder
-	batches []records.Batch
+	batch.Decoder
+	batches []batch.Batch
 }
 
 // handleProduce decodes every partition's batches and queues them on the
@@ -105,7 +105,7 @@ func handleProduce(ctx context.Context, c *conn, kreq kmsg.Request) func() kmsg.
 			recs, prod, err := decodeProduce(dec, rq.Records, t)
 			if err != nil {
 				c.s.decoders.Put(dec)
-				if errors.Is(err, records.ErrTooLarge) {
+				if errors.Is(err, batch.ErrTooLarge) {
 					// MESSAGE_TOO_LARGE, as Kafka answers a batch over
 					// its size limit: a Java producer splits the batch
 					// and tries again, which is what helps here too.
@@ -233,7 +233,7 @@ func decodeProduce(dec *batchDecoder, b []byte, t *engine.Topic) ([]record.Recor
 		}
 	}
 	if len(recs) == 0 {
-		return nil, prod, fmt.Errorf("%w: no records", records.ErrCorrupt)
+		return nil, prod, fmt.Errorf("%w: no records", batch.ErrCorrupt)
 	}
 	if t.Compacted() {
 		for i := range recs {
@@ -248,7 +248,7 @@ func decodeProduce(dec *batchDecoder, b []byte, t *engine.Topic) ([]record.Recor
 // codecOf is the codec a partition's records came compressed with, kept so
 // that fetches answer with the same compression (the first batch's, in the
 // rare request that mixes codecs).
-func codecOf(batches []records.Batch) int8 {
+func codecOf(batches []batch.Batch) int8 {
 	if len(batches) == 0 {
 		return 0
 	}

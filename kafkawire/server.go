@@ -23,7 +23,7 @@ import (
 
 	"github.com/korvet/korvet/engine"
 	"github.com/korvet/korvet/engine/auth"
-	"github.com/korvet/korvet/kafkawire/records"
+	"github.com/korvet/korvet/kafkawire/batch"
 )
 
 // Options configure a Server.
@@ -87,7 +87,7 @@ type Server struct {
 
 	apis     map[int16]apiDef
 	decoders sync.Pool // *batchDecoder
-	encoders sync.Pool // *records.Encoder
+	encoders sync.Pool // *batch.Encoder
 
 	mu    sync.Mutex
 	conns map[*conn]struct{}
@@ -135,7 +135,7 @@ func NewServer(eng *engine.Engine, opts Options) *Server {
 	}
 	s := &Server{eng: eng, opts: opts, log: opts.Logger, conns: make(map[*conn]struct{}), perIP: make(map[string]int), apis: apiTable(), quit: make(chan struct{}),
 		policy: auth.Policy{Store: opts.Auth, ACLs: opts.ACLs, SuperUsers: opts.SuperUsers}}
-	s.encoders.New = func() any { return new(records.Encoder) }
+	s.encoders.New = func() any { return new(batch.Encoder) }
 	s.decoders.New = func() any { return new(batchDecoder) }
 	return s
 }

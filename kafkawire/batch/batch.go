@@ -1,4 +1,4 @@
-// Package records decodes Kafka record batches (magic v2) from Produce
+// Package batch decodes Kafka record batches (magic v2) from Produce
 // requests and builds them for Fetch responses, with every compression codec
 // Kafka defines.
 //
@@ -23,7 +23,7 @@
 // timestampDelta varlong, offsetDelta varint, key and value (varint length,
 // -1 for null), and a varint count of headers, each a varint length key
 // (never null) and a varint length value (-1 for null).
-package records
+package batch
 
 import (
 	"errors"
