@@ -1,0 +1,104 @@
+package kafkawire
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/korvet/korvet/engine/auth"
+)
+
+// advertised is what ApiVersions answers a connection that is offered
+// everything (a SASL listener, ACLs on, a user store). Clients pick their
+// versions from it and librdkafka decides on compression by it (see
+// apiTable), so a change here must be deliberate: write it out below.
+var advertised = []struct {
+	key      kmsg.Key
+	min, max int16
+}{
+	{kmsg.Produce, 0, 13}, // v0-2 refused
+	{kmsg.Fetch, 4, 18},
+	{kmsg.ListOffsets, 0, 11},
+	{kmsg.Metadata, 0, 13},
+	{kmsg.OffsetCommit, 0, 9},
+	{kmsg.OffsetFetch, 0, 9},
+	{kmsg.FindCoordinator, 0, 6},
+	{kmsg.JoinGroup, 0, 9},
+	{kmsg.Heartbeat, 0, 4},
+	{kmsg.LeaveGroup, 0, 5},
+	{kmsg.SyncGroup, 0, 5},
+	{kmsg.DescribeGroups, 0, 5},
+	{kmsg.ListGroups, 0, 5},
+	{kmsg.SASLHandshake, 0, 1},
+	{kmsg.ApiVersions, 0, 5},
+	{kmsg.CreateTopics, 0, 7},
+	{kmsg.DeleteTopics, 0, 6},
+	{kmsg.DeleteRecords, 0, 2},
+	{kmsg.InitProducerID, 0, 5},
+	{kmsg.OffsetForLeaderEpoch, 0, 4},
+	{kmsg.DescribeACLs, 0, 3},
+	{kmsg.CreateACLs, 0, 3},
+	{kmsg.DeleteACLs, 0, 3},
+	{kmsg.DescribeConfigs, 0, 4},
+	{kmsg.AlterConfigs, 0, 2},
+	{kmsg.DescribeLogDirs, 0, 4},
+	{kmsg.SASLAuthenticate, 0, 2},
+	{kmsg.CreatePartitions, 0, 3},
+	{kmsg.DeleteGroups, 0, 2},
+	{kmsg.IncrementalAlterConfigs, 0, 1},
+	{kmsg.OffsetDelete, 0, 0},
+	{kmsg.DescribeUserSCRAMCredentials, 0, 0},
+	{kmsg.AlterUserSCRAMCredentials, 0, 0},
+	{kmsg.DescribeCluster, 0, 1},
+	{kmsg.DescribeProducers, 0, 0},
+}
+
+// notOfferedPlain are the APIs a plain listener without SASL, ACLs or a
+// user store leaves out of its answer (conn.offers).
+var notOfferedPlain = map[kmsg.Key]bool{
+	kmsg.SASLHandshake: true, kmsg.SASLAuthenticate: true,
+	kmsg.DescribeACLs: true, kmsg.CreateACLs: true, kmsg.DeleteACLs: true,
+	kmsg.DescribeUserSCRAMCredentials: true, kmsg.AlterUserSCRAMCredentials: true,
+}
+
+func apiVersionsLines(r *kmsg.ApiVersionsResponse) []string {
+	var out []string
+	for _, k := range r.ApiKeys {
+		out = append(out, fmt.Sprintf("%s(%d) v%d-%d", kmsg.NameForKey(k.ApiKey), k.ApiKey, k.MinVersion, k.MaxVersion))
+	}
+	return out
+}
+
+func expectLines(plain bool) []string {
+	var out []string
+	for _, a := range advertised {
+		if plain && notOfferedPlain[a.key] {
+			continue
+		}
+		out = append(out, fmt.Sprintf("%s(%d) v%d-%d", a.key.Name(), int16(a.key), a.min, a.max))
+	}
+	return out
+}
+
+// TestApiVersionsAnswer: the ApiVersions answer, keys in order with their
+// versions, is the list above, on a connection offered everything and on a
+// plain one.
+func TestApiVersionsAnswer(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		opts  Options
+		mechs []string
+		plain bool
+	}{
+		{"everything offered", Options{ACLs: true, Auth: new(auth.Store)}, []string{MechScramSHA256}, false},
+		{"plain listener", Options{}, nil, true},
+	} {
+		c := &conn{s: &Server{apis: apiTable(), opts: tc.opts}, l: &listener{mechs: tc.mechs}}
+		got := apiVersionsLines(c.apiVersionsResponse(3))
+		want := expectLines(tc.plain)
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("%s: ApiVersions answers\n%v\nwant\n%v", tc.name, got, want)
+		}
+	}
+}
