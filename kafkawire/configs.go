@@ -1,171 +1,25 @@
 package kafkawire
 
 import (
-	"context"
 	"fmt"
-	"strconv"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/korvet/korvet/engine"
 )
 
-// handleDescribeConfigs describes topics (every config korvet knows, with
-// its source and, on request, synonyms and documentation) and the broker
-// (the broker-level defaults in force).
-func handleDescribeConfigs(_ context.Context, c *conn, kreq kmsg.Request) func() kmsg.Response {
-	req := kreq.(*kmsg.DescribeConfigsRequest)
-	return func() kmsg.Response {
-		resp := req.ResponseKind().(*kmsg.DescribeConfigsResponse)
-		for _, rr := range req.Resources {
-			sr := kmsg.NewDescribeConfigsResponseResource()
-			sr.ResourceType, sr.ResourceName = rr.ResourceType, rr.ResourceName
-			want := func(name string) bool {
-				if rr.ConfigNames == nil {
-					return true
-				}
-				for _, n := range rr.ConfigNames {
-					if n == name {
-						return true
-					}
-				}
-				return false
-			}
-			switch rr.ResourceType {
-			case kmsg.ConfigResourceTypeTopic:
-				t := c.s.eng.Topic(rr.ResourceName)
-				if t == nil {
-					sr.ErrorCode = kerr.UnknownTopicOrPartition.Code
-					sr.ErrorMessage = errMsg(fmt.Errorf("unknown topic %q", rr.ResourceName))
-					break
-				}
-				for _, d := range engine.ConfigDefs() {
-					if want(d.Name) {
-						sr.Configs = append(sr.Configs, c.s.topicConfig(req, t, d))
-					}
-				}
-			case kmsg.ConfigResourceTypeBroker:
-				if rr.ResourceName != "" && rr.ResourceName != strconv.Itoa(int(c.s.opts.NodeID)) {
-					sr.ErrorCode = kerr.InvalidRequest.Code
-					sr.ErrorMessage = errMsg(fmt.Errorf("broker %q: this is broker %d", rr.ResourceName, c.s.opts.NodeID))
-					break
-				}
-				for _, d := range engine.ConfigDefs() {
-					if d.Broker == "" || !want(d.Broker) {
-						continue
-					}
-					v, src := c.s.eng.BrokerDefault(d.Name)
-					cf := kmsg.NewDescribeConfigsResponseResourceConfig()
-					cf.Name, cf.Value, cf.ReadOnly = d.Broker, &v, true
-					cf.Source = kmsg.ConfigSource(configSource(src))
-					cf.IsDefault = src == engine.SourceDefault
-					cf.ConfigType = configType(d)
-					if req.IncludeDocumentation {
-						doc := d.Doc
-						cf.Documentation = &doc
-					}
-					sr.Configs = append(sr.Configs, cf)
-				}
-			default:
-				sr.ErrorCode = kerr.InvalidRequest.Code
-				sr.ErrorMessage = errMsg(fmt.Errorf("resource type %v is not supported", rr.ResourceType))
-			}
-			resp.Resources = append(resp.Resources, sr)
-		}
-		return resp
-	}
-}
+// Config helpers the config APIs share.
 
-func (s *Server) topicConfig(req *kmsg.DescribeConfigsRequest, t *engine.Topic, d engine.ConfigDef) kmsg.DescribeConfigsResponseResourceConfig {
-	v, src := t.Config(d.Name)
-	cf := kmsg.NewDescribeConfigsResponseResourceConfig()
-	cf.Name, cf.Value = d.Name, &v
-	cf.Source = kmsg.ConfigSource(configSource(src))
-	cf.IsDefault = src == engine.SourceDefault
-	cf.ConfigType = configType(d)
-	if req.IncludeDocumentation {
-		doc := d.Doc
-		cf.Documentation = &doc
-	}
-	if req.IncludeSynonyms {
-		// Kafka lists the value at each level that sets it, most
-		// specific first.
-		if tv, ok := t.Configs()[d.Name]; ok {
-			cf.ConfigSynonyms = append(cf.ConfigSynonyms, kmsg.DescribeConfigsResponseResourceConfigConfigSynonym{Name: d.Name, Value: &tv, Source: kmsg.ConfigSourceDynamicTopicConfig})
-		}
-		if d.Broker != "" {
-			if bv, src := s.eng.BrokerDefault(d.Name); src == engine.SourceStaticBroker {
-				cf.ConfigSynonyms = append(cf.ConfigSynonyms, kmsg.DescribeConfigsResponseResourceConfigConfigSynonym{Name: d.Broker, Value: &bv, Source: kmsg.ConfigSourceStaticBrokerConfig})
-			}
-			dv := d.Default
-			cf.ConfigSynonyms = append(cf.ConfigSynonyms, kmsg.DescribeConfigsResponseResourceConfigConfigSynonym{Name: d.Broker, Value: &dv, Source: kmsg.ConfigSourceDefaultConfig})
-		}
-	}
-	return cf
-}
-
-// configType is the type DescribeConfigs v3+ reports.
-func configType(d engine.ConfigDef) kmsg.ConfigType {
-	switch {
-	case d.Name == "cleanup.policy":
-		return kmsg.ConfigTypeList
-	case d.Default == "true" || d.Default == "false":
-		return kmsg.ConfigTypeBoolean
-	case d.Name == "min.cleanable.dirty.ratio":
-		return kmsg.ConfigTypeDouble
-	}
-	if _, err := strconv.ParseInt(d.Default, 10, 64); err == nil {
-		return kmsg.ConfigTypeLong
-	}
-	return kmsg.ConfigTypeString
-}
-
-func handleAlterConfigs(ctx context.Context, c *conn, kreq kmsg.Request) func() kmsg.Response {
-	req := kreq.(*kmsg.AlterConfigsRequest)
-	return func() kmsg.Response {
-		resp := req.ResponseKind().(*kmsg.AlterConfigsResponse)
-		for _, rr := range req.Resources {
-			sr := kmsg.NewAlterConfigsResponseResource()
-			sr.ResourceType, sr.ResourceName = rr.ResourceType, rr.ResourceName
-			err := alterTopicOnly(rr.ResourceType, func() error {
-				set := map[string]string{}
-				for _, cf := range rr.Configs {
-					if cf.Value != nil {
-						set[cf.Name] = *cf.Value
-					}
-				}
-				return c.s.eng.AlterConfigs(ctx, rr.ResourceName, set, req.ValidateOnly)
-			})
-			sr.ErrorCode, sr.ErrorMessage = errorCode(err), errMsg(err)
-			resp.Resources = append(resp.Resources, sr)
-		}
-		return resp
-	}
-}
-
-func handleIncrementalAlterConfigs(ctx context.Context, c *conn, kreq kmsg.Request) func() kmsg.Response {
-	req := kreq.(*kmsg.IncrementalAlterConfigsRequest)
-	return func() kmsg.Response {
-		resp := req.ResponseKind().(*kmsg.IncrementalAlterConfigsResponse)
-		for _, rr := range req.Resources {
-			sr := kmsg.NewIncrementalAlterConfigsResponseResource()
-			sr.ResourceType, sr.ResourceName = rr.ResourceType, rr.ResourceName
-			err := alterTopicOnly(rr.ResourceType, func() error {
-				ops := make([]engine.ConfigOp, 0, len(rr.Configs))
-				for _, cf := range rr.Configs {
-					op := engine.ConfigOp{Name: cf.Name, Op: int8(cf.Op)}
-					if cf.Value != nil {
-						op.Value = *cf.Value
-					}
-					ops = append(ops, op)
-				}
-				return c.s.eng.IncrementalAlterConfigs(ctx, rr.ResourceName, ops, req.ValidateOnly)
-			})
-			sr.ErrorCode, sr.ErrorMessage = errorCode(err), errMsg(err)
-			resp.Resources = append(resp.Resources, sr)
-		}
-		return resp
+// configSource maps an engine config source to Kafka's DescribeConfigs
+// source codes.
+func configSource(s engine.ConfigSource) int8 {
+	switch s {
+	case engine.SourceTopic:
+		return 1 // DYNAMIC_TOPIC_CONFIG
+	case engine.SourceStaticBroker:
+		return 4 // STATIC_BROKER_CONFIG
+	default:
+		return 5 // DEFAULT_CONFIG
 	}
 }
 
@@ -176,19 +30,4 @@ func alterTopicOnly(rt kmsg.ConfigResourceType, alter func() error) error {
 		return fmt.Errorf("%w: only topic configs can be altered; broker defaults come from korvet.toml", engine.ErrInvalidConfig)
 	}
 	return alter()
-}
-
-func handleCreatePartitions(ctx context.Context, c *conn, kreq kmsg.Request) func() kmsg.Response {
-	req := kreq.(*kmsg.CreatePartitionsRequest)
-	return func() kmsg.Response {
-		resp := req.ResponseKind().(*kmsg.CreatePartitionsResponse)
-		for _, rt := range req.Topics {
-			st := kmsg.NewCreatePartitionsResponseTopic()
-			st.Topic = rt.Topic
-			err := c.s.eng.CreatePartitions(ctx, rt.Topic, rt.Count, req.ValidateOnly)
-			st.ErrorCode, st.ErrorMessage = errorCode(err), errMsg(err)
-			resp.Topics = append(resp.Topics, st)
-		}
-		return resp
-	}
 }

@@ -10,7 +10,7 @@ import (
 // for the requests match accepts, as a bug there would (for a produce,
 // that half decodes the record batches). Call it before s serves.
 func PanicInOrder(s *Server, key int16, match func(kmsg.Request) bool) {
-	a := s.apis[key]
+	a := s.apis[kmsg.Key(key)]
 	next := a.handle
 	a.handle = func(ctx context.Context, c *conn, req kmsg.Request) func() kmsg.Response {
 		if match(req) {
@@ -18,5 +18,5 @@ func PanicInOrder(s *Server, key int16, match func(kmsg.Request) bool) {
 		}
 		return next(ctx, c, req)
 	}
-	s.apis[key] = a
+	s.apis[kmsg.Key(key)] = a
 }

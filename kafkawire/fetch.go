@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/korvet/korvet/engine"
+	"github.com/korvet/korvet/engine/auth"
 	"github.com/korvet/korvet/engine/record"
 	"github.com/korvet/korvet/kafkawire/batch"
 )
@@ -237,4 +238,38 @@ func (s *Server) buildBatches(recs []record.Record, codecs []int8) ([]byte, erro
 		i = j
 	}
 	return out, nil
+}
+
+// aclFetch: READ on each topic.
+func aclFetch(c *conn, kr kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+	req := kr.(*kmsg.FetchRequest)
+	var out []refused[kmsg.FetchRequestTopic]
+	req.Topics, out = sift(req.Topics, func(t *kmsg.FetchRequestTopic) int16 {
+		name := t.Topic
+		if req.Version >= 13 {
+			name = c.topicName("", t.TopicID)
+		}
+		if name == "" {
+			return 0
+		}
+		return c.topicCode(auth.OpRead, name)
+	})
+	if len(out) == 0 {
+		return nil, nil
+	}
+	return nil, func(r kmsg.Response) {
+		resp := r.(*kmsg.FetchResponse)
+		for _, o := range out {
+			st := kmsg.NewFetchResponseTopic()
+			st.Topic, st.TopicID = o.item.Topic, o.item.TopicID
+			for _, p := range o.item.Partitions {
+				sp := kmsg.NewFetchResponseTopicPartition()
+				sp.Partition, sp.ErrorCode = p.Partition, o.code
+				sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = -1, -1, -1
+				sp.RecordBatches = []byte{}
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+	}
 }

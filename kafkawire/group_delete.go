@@ -4,6 +4,8 @@ import (
 	"context"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/korvet/korvet/engine/auth"
 )
 
 // handleDeleteGroups deletes empty groups with their committed offsets.
@@ -18,5 +20,23 @@ func handleDeleteGroups(ctx context.Context, c *conn, kreq kmsg.Request) func() 
 			resp.Groups = append(resp.Groups, sg)
 		}
 		return resp
+	}
+}
+
+// aclDeleteGroups: DELETE on each group.
+func aclDeleteGroups(c *conn, kr kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+	req := kr.(*kmsg.DeleteGroupsRequest)
+	var out []refused[string]
+	req.Groups, out = sift(req.Groups, func(g *string) int16 { return c.groupCode(auth.OpDelete, *g) })
+	if len(out) == 0 {
+		return nil, nil
+	}
+	return nil, func(r kmsg.Response) {
+		resp := r.(*kmsg.DeleteGroupsResponse)
+		for _, o := range out {
+			sg := kmsg.NewDeleteGroupsResponseGroup()
+			sg.Group, sg.ErrorCode = o.item, o.code
+			resp.Groups = append(resp.Groups, sg)
+		}
 	}
 }

@@ -49,3 +49,21 @@ func handleDescribeGroups(_ context.Context, c *conn, kreq kmsg.Request) func() 
 		return resp
 	}
 }
+
+// aclDescribeGroups: DESCRIBE on each group.
+func aclDescribeGroups(c *conn, kr kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+	req := kr.(*kmsg.DescribeGroupsRequest)
+	var out []refused[string]
+	req.Groups, out = sift(req.Groups, func(g *string) int16 { return c.groupCode(auth.OpDescribe, *g) })
+	if len(out) == 0 {
+		return nil, nil
+	}
+	return nil, func(r kmsg.Response) {
+		resp := r.(*kmsg.DescribeGroupsResponse)
+		for _, o := range out {
+			sg := kmsg.NewDescribeGroupsResponseGroup()
+			sg.Group, sg.ErrorCode = o.item, o.code
+			resp.Groups = append(resp.Groups, sg)
+		}
+	}
+}

@@ -5,6 +5,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/korvet/korvet/engine/auth"
 )
 
 // Coordinator key types of FindCoordinator.
@@ -51,5 +53,36 @@ func handleFindCoordinator(_ context.Context, c *conn, kreq kmsg.Request) func()
 			resp.ErrorMessage = co.ErrorMessage
 		}
 		return resp
+	}
+}
+
+// aclFindCoordinator: DESCRIBE on a group to find its coordinator.
+// Transactional ids are refused by the handler.
+func aclFindCoordinator(c *conn, kr kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+	req := kr.(*kmsg.FindCoordinatorRequest)
+	if req.CoordinatorType != coordinatorGroup {
+		return nil, nil
+	}
+	if req.Version < 4 {
+		code := c.groupCode(auth.OpDescribe, req.CoordinatorKey)
+		if code == 0 {
+			return nil, nil
+		}
+		resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
+		resp.ErrorCode, resp.NodeID, resp.Port = code, -1, -1
+		return resp, nil
+	}
+	var out []refused[string]
+	req.CoordinatorKeys, out = sift(req.CoordinatorKeys, func(k *string) int16 { return c.groupCode(auth.OpDescribe, *k) })
+	if len(out) == 0 {
+		return nil, nil
+	}
+	return nil, func(r kmsg.Response) {
+		resp := r.(*kmsg.FindCoordinatorResponse)
+		for _, o := range out {
+			co := kmsg.NewFindCoordinatorResponseCoordinator()
+			co.Key, co.ErrorCode, co.NodeID, co.Port = o.item, o.code, -1, -1
+			resp.Coordinators = append(resp.Coordinators, co)
+		}
 	}
 }

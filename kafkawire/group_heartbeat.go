@@ -5,6 +5,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/korvet/korvet/engine/auth"
 	"github.com/korvet/korvet/engine/group"
 )
 
@@ -21,4 +22,15 @@ func handleHeartbeat(_ context.Context, c *conn, kreq kmsg.Request) func() kmsg.
 		resp.ErrorCode = groupErrorCode(err)
 		return resp
 	}
+}
+
+// aclHeartbeat: heartbeating needs READ on the group.
+func aclHeartbeat(c *conn, kr kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+	req := kr.(*kmsg.HeartbeatRequest)
+	if code := c.groupCode(auth.OpRead, req.Group); code != 0 {
+		resp := req.ResponseKind().(*kmsg.HeartbeatResponse)
+		resp.ErrorCode = code
+		return resp, nil
+	}
+	return nil, nil
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/korvet/korvet/engine/auth"
 	"github.com/korvet/korvet/engine/group"
 )
 
@@ -55,4 +56,15 @@ func handleJoinGroup(ctx context.Context, c *conn, kreq kmsg.Request) func() kms
 		}
 		return resp
 	}
+}
+
+// aclJoinGroup: joining needs READ on the group.
+func aclJoinGroup(c *conn, kr kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+	req := kr.(*kmsg.JoinGroupRequest)
+	if code := c.groupCode(auth.OpRead, req.Group); code != 0 {
+		resp := req.ResponseKind().(*kmsg.JoinGroupResponse)
+		resp.ErrorCode, resp.Generation = code, -1
+		return resp, nil
+	}
+	return nil, nil
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/korvet/korvet/engine/auth"
 	"github.com/korvet/korvet/engine/group"
 )
 
@@ -37,4 +38,15 @@ func handleLeaveGroup(_ context.Context, c *conn, kreq kmsg.Request) func() kmsg
 		}
 		return resp
 	}
+}
+
+// aclLeaveGroup: leaving needs READ on the group.
+func aclLeaveGroup(c *conn, kr kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+	req := kr.(*kmsg.LeaveGroupRequest)
+	if code := c.groupCode(auth.OpRead, req.Group); code != 0 {
+		resp := req.ResponseKind().(*kmsg.LeaveGroupResponse)
+		resp.ErrorCode = code
+		return resp, nil
+	}
+	return nil, nil
 }

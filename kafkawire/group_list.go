@@ -2,10 +2,12 @@ package kafkawire
 
 import (
 	"context"
+	"slices"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/korvet/korvet/engine/auth"
 	"github.com/korvet/korvet/engine/group"
 )
 
@@ -43,5 +45,19 @@ func handleListGroups(_ context.Context, c *conn, kreq kmsg.Request) func() kmsg
 			resp.Groups = append(resp.Groups, sg)
 		}
 		return resp
+	}
+}
+
+// aclListGroups: DESCRIBE on the cluster lists every group; otherwise the
+// list holds the groups the principal may describe.
+func aclListGroups(c *conn, _ kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+	if c.authorizeCluster(auth.OpDescribe) {
+		return nil, nil
+	}
+	return nil, func(r kmsg.Response) {
+		resp := r.(*kmsg.ListGroupsResponse)
+		resp.Groups = slices.DeleteFunc(resp.Groups, func(g kmsg.ListGroupsResponseGroup) bool {
+			return !c.authorize(auth.OpDescribe, auth.ResGroup, g.Group)
+		})
 	}
 }

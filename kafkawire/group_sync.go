@@ -5,6 +5,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/korvet/korvet/engine/auth"
 	"github.com/korvet/korvet/engine/group"
 )
 
@@ -42,4 +43,15 @@ func handleSyncGroup(ctx context.Context, c *conn, kreq kmsg.Request) func() kms
 		}
 		return resp
 	}
+}
+
+// aclSyncGroup: syncing needs READ on the group.
+func aclSyncGroup(c *conn, kr kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+	req := kr.(*kmsg.SyncGroupRequest)
+	if code := c.groupCode(auth.OpRead, req.Group); code != 0 {
+		resp := req.ResponseKind().(*kmsg.SyncGroupResponse)
+		resp.ErrorCode = code
+		return resp, nil
+	}
+	return nil, nil
 }

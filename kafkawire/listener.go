@@ -71,9 +71,3 @@ func (s *Server) listeners(ls []Listener) ([]*listener, error) {
 
 // advertised is the broker address for clients on this connection.
 func (c *conn) advertised() (string, int32) { return c.l.AdvertisedHost, c.l.AdvertisedPort }
-
-// api returns the definition of an API if this connection serves it.
-func (c *conn) api(key int16) (apiDef, bool) {
-	a, ok := c.s.apis[key]
-	return a, ok && c.offers(key)
-}

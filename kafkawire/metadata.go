@@ -2,11 +2,13 @@ package kafkawire
 
 import (
 	"context"
+	"slices"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/korvet/korvet/engine"
+	"github.com/korvet/korvet/engine/auth"
 )
 
 func handleMetadata(ctx context.Context, c *conn, kreq kmsg.Request) func() kmsg.Response {
@@ -83,4 +85,42 @@ func (s *Server) topicMetadata(t *engine.Topic, req *kmsg.MetadataRequest) kmsg.
 		mt.AuthorizedOperations = -2147483648
 	}
 	return mt
+}
+
+// aclMetadata: DESCRIBE on each topic, and CREATE on one it would create;
+// the answer lists only topics the principal may describe.
+func aclMetadata(c *conn, kr kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+	req := kr.(*kmsg.MetadataRequest)
+	var out []refused[kmsg.MetadataRequestTopic]
+	if all := req.Topics == nil || req.Version == 0 && len(req.Topics) == 0; !all {
+		autoCreate := req.Version < 4 || req.AllowAutoTopicCreation
+		req.Topics, out = sift(req.Topics, func(t *kmsg.MetadataRequestTopic) int16 {
+			var name string
+			if t.Topic != nil {
+				name = *t.Topic
+			} else if name = c.topicName("", t.TopicID); name == "" {
+				return 0
+			}
+			switch {
+			case !c.authorize(auth.OpDescribe, auth.ResTopic, name):
+				return topicDenied
+			case t.Topic != nil && autoCreate && c.autoCreates(name):
+				return topicDenied
+			}
+			return 0
+		})
+	}
+	return nil, func(r kmsg.Response) {
+		resp := r.(*kmsg.MetadataResponse)
+		// Whatever was asked, list only topics the principal may
+		// describe: a v0 request pruned to nothing asks for all.
+		resp.Topics = slices.DeleteFunc(resp.Topics, func(t kmsg.MetadataResponseTopic) bool {
+			return t.Topic != nil && !c.authorize(auth.OpDescribe, auth.ResTopic, *t.Topic)
+		})
+		for _, o := range out {
+			mt := kmsg.NewMetadataResponseTopic()
+			mt.Topic, mt.TopicID, mt.ErrorCode = o.item.Topic, o.item.TopicID, o.code
+			resp.Topics = append(resp.Topics, mt)
+		}
+	}
 }

@@ -75,8 +75,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	// Children exist from the start, so every API shows up at zero and
 	// the hot path never builds a label set.
 	for key := range apiTable() {
-		name := kmsg.NameForKey(key)
-		m.apis[key] = &apiMetrics{
+		name := key.Name()
+		m.apis[key.Int16()] = &apiMetrics{
 			requests: requests.WithLabelValues(name),
 			latency:  latency.WithLabelValues(name),
 			bytesIn:  bytesIn.WithLabelValues(name),

@@ -6,6 +6,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/korvet/korvet/engine/auth"
 	"github.com/korvet/korvet/engine/group"
 )
 
@@ -62,5 +63,43 @@ func handleOffsetCommit(ctx context.Context, c *conn, kreq kmsg.Request) func() 
 			}
 		}
 		return resp
+	}
+}
+
+// aclOffsetCommit: READ on the group and on each topic.
+func aclOffsetCommit(c *conn, kr kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+	req := kr.(*kmsg.OffsetCommitRequest)
+	refuse := func(resp *kmsg.OffsetCommitResponse, t kmsg.OffsetCommitRequestTopic, code int16) {
+		st := kmsg.NewOffsetCommitResponseTopic()
+		st.Topic, st.TopicID = t.Topic, t.TopicID
+		for _, p := range t.Partitions {
+			sp := kmsg.NewOffsetCommitResponseTopicPartition()
+			sp.Partition, sp.ErrorCode = p.Partition, code
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	if code := c.groupCode(auth.OpRead, req.Group); code != 0 {
+		resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
+		for _, t := range req.Topics {
+			refuse(resp, t, code)
+		}
+		return resp, nil
+	}
+	var out []refused[kmsg.OffsetCommitRequestTopic]
+	req.Topics, out = sift(req.Topics, func(t *kmsg.OffsetCommitRequestTopic) int16 {
+		name := c.topicName(t.Topic, t.TopicID)
+		if name == "" {
+			return 0
+		}
+		return c.topicCode(auth.OpRead, name)
+	})
+	if len(out) == 0 {
+		return nil, nil
+	}
+	return nil, func(r kmsg.Response) {
+		for _, o := range out {
+			refuse(r.(*kmsg.OffsetCommitResponse), o.item, o.code)
+		}
 	}
 }

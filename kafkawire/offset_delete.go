@@ -6,6 +6,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/korvet/korvet/engine/auth"
 	"github.com/korvet/korvet/engine/group"
 )
 
@@ -60,4 +61,32 @@ func consumerTopics(protocolType string, metadata []byte) ([]string, bool) {
 		return nil, false
 	}
 	return md.Topics, true
+}
+
+// aclOffsetDelete: DELETE on the group and READ on each topic.
+func aclOffsetDelete(c *conn, kr kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+	req := kr.(*kmsg.OffsetDeleteRequest)
+	if code := c.groupCode(auth.OpDelete, req.Group); code != 0 {
+		resp := req.ResponseKind().(*kmsg.OffsetDeleteResponse)
+		resp.ErrorCode = code
+		return resp, nil
+	}
+	var out []refused[kmsg.OffsetDeleteRequestTopic]
+	req.Topics, out = sift(req.Topics, func(t *kmsg.OffsetDeleteRequestTopic) int16 { return c.topicCode(auth.OpRead, t.Topic) })
+	if len(out) == 0 {
+		return nil, nil
+	}
+	return nil, func(r kmsg.Response) {
+		resp := r.(*kmsg.OffsetDeleteResponse)
+		for _, o := range out {
+			st := kmsg.NewOffsetDeleteResponseTopic()
+			st.Topic = o.item.Topic
+			for _, p := range o.item.Partitions {
+				sp := kmsg.NewOffsetDeleteResponseTopicPartition()
+				sp.Partition, sp.ErrorCode = p.Partition, o.code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+	}
 }

@@ -2,9 +2,11 @@ package kafkawire
 
 import (
 	"context"
+	"slices"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/korvet/korvet/engine/auth"
 	"github.com/korvet/korvet/engine/group"
 )
 
@@ -98,4 +100,94 @@ func groupByTopic(pcs []group.PartitionCommit) [][]group.PartitionCommit {
 		out[i] = append(out[i], pc)
 	}
 	return out
+}
+
+// aclOffsetFetch: DESCRIBE on the group; topics the principal may not
+// describe are refused when named and left out when all are asked for.
+func aclOffsetFetch(c *conn, kr kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+	req := kr.(*kmsg.OffsetFetchRequest)
+	if req.Version >= 8 {
+		return aclOffsetFetchGroups(c, req)
+	}
+	if code := c.groupCode(auth.OpDescribe, req.Group); code != 0 {
+		resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
+		resp.ErrorCode = code
+		if req.Version < 2 {
+			// No top-level error before v2: every partition carries it.
+			for _, t := range req.Topics {
+				st := kmsg.NewOffsetFetchResponseTopic()
+				st.Topic = t.Topic
+				for _, p := range t.Partitions {
+					sp := kmsg.NewOffsetFetchResponseTopicPartition()
+					sp.Partition, sp.Offset, sp.LeaderEpoch, sp.ErrorCode = p, -1, -1, code
+					st.Partitions = append(st.Partitions, sp)
+				}
+				resp.Topics = append(resp.Topics, st)
+			}
+		}
+		return resp, nil
+	}
+	var out []refused[kmsg.OffsetFetchRequestTopic]
+	req.Topics, out = sift(req.Topics, func(t *kmsg.OffsetFetchRequestTopic) int16 { return c.topicCode(auth.OpDescribe, t.Topic) })
+	return nil, func(r kmsg.Response) {
+		resp := r.(*kmsg.OffsetFetchResponse)
+		resp.Topics = slices.DeleteFunc(resp.Topics, func(t kmsg.OffsetFetchResponseTopic) bool {
+			return !c.authorize(auth.OpDescribe, auth.ResTopic, t.Topic)
+		})
+		for _, o := range out {
+			st := kmsg.NewOffsetFetchResponseTopic()
+			st.Topic = o.item.Topic
+			for _, p := range o.item.Partitions {
+				sp := kmsg.NewOffsetFetchResponseTopicPartition()
+				sp.Partition, sp.Offset, sp.LeaderEpoch, sp.ErrorCode = p, -1, -1, o.code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+	}
+}
+
+func aclOffsetFetchGroups(c *conn, req *kmsg.OffsetFetchRequest) (kmsg.Response, func(kmsg.Response)) {
+	var outGroups []refused[kmsg.OffsetFetchRequestGroup]
+	req.Groups, outGroups = sift(req.Groups, func(g *kmsg.OffsetFetchRequestGroup) int16 { return c.groupCode(auth.OpDescribe, g.Group) })
+	outTopics := map[string][]refused[kmsg.OffsetFetchRequestGroupTopic]{}
+	for i := range req.Groups {
+		g := &req.Groups[i]
+		var out []refused[kmsg.OffsetFetchRequestGroupTopic]
+		g.Topics, out = sift(g.Topics, func(t *kmsg.OffsetFetchRequestGroupTopic) int16 {
+			name := c.topicName(t.Topic, t.TopicID)
+			if name == "" {
+				return 0
+			}
+			return c.topicCode(auth.OpDescribe, name)
+		})
+		if len(out) > 0 {
+			outTopics[g.Group] = out
+		}
+	}
+	return nil, func(r kmsg.Response) {
+		resp := r.(*kmsg.OffsetFetchResponse)
+		for i := range resp.Groups {
+			sg := &resp.Groups[i]
+			sg.Topics = slices.DeleteFunc(sg.Topics, func(t kmsg.OffsetFetchResponseGroupTopic) bool {
+				name := c.topicName(t.Topic, t.TopicID)
+				return name != "" && !c.authorize(auth.OpDescribe, auth.ResTopic, name)
+			})
+			for _, o := range outTopics[sg.Group] {
+				st := kmsg.NewOffsetFetchResponseGroupTopic()
+				st.Topic, st.TopicID = o.item.Topic, o.item.TopicID
+				for _, p := range o.item.Partitions {
+					sp := kmsg.NewOffsetFetchResponseGroupTopicPartition()
+					sp.Partition, sp.Offset, sp.LeaderEpoch, sp.ErrorCode = p, -1, -1, o.code
+					st.Partitions = append(st.Partitions, sp)
+				}
+				sg.Topics = append(sg.Topics, st)
+			}
+		}
+		for _, o := range outGroups {
+			sg := kmsg.NewOffsetFetchResponseGroup()
+			sg.Group, sg.ErrorCode = o.item.Group, o.code
+			resp.Groups = append(resp.Groups, sg)
+		}
+	}
 }

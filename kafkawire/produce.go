@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/korvet/korvet/engine"
+	"github.com/korvet/korvet/engine/auth"
 	"github.com/korvet/korvet/engine/record"
 	"github.com/korvet/korvet/kafkawire/batch"
 )
@@ -253,4 +254,40 @@ func codecOf(batches []batch.Batch) int8 {
 		return 0
 	}
 	return int8(batches[0].Compression())
+}
+
+// aclProduce: WRITE on each topic, and CREATE on one it would create.
+func aclProduce(c *conn, kr kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+	req := kr.(*kmsg.ProduceRequest)
+	var out []refused[kmsg.ProduceRequestTopic]
+	req.Topics, out = sift(req.Topics, func(t *kmsg.ProduceRequestTopic) int16 {
+		name := t.Topic
+		if req.Version >= 13 {
+			name = c.topicName("", t.TopicID)
+		}
+		switch {
+		case name == "":
+			return 0
+		case !c.authorize(auth.OpWrite, auth.ResTopic, name), req.Version < 13 && c.autoCreates(name):
+			return topicDenied
+		}
+		return 0
+	})
+	if len(out) == 0 {
+		return nil, nil
+	}
+	return nil, func(r kmsg.Response) {
+		resp := r.(*kmsg.ProduceResponse)
+		for _, o := range out {
+			st := kmsg.NewProduceResponseTopic()
+			st.Topic, st.TopicID = o.item.Topic, o.item.TopicID
+			for _, p := range o.item.Partitions {
+				sp := kmsg.NewProduceResponseTopicPartition()
+				sp.Partition, sp.ErrorCode = p.Partition, o.code
+				sp.BaseOffset, sp.LogAppendTime, sp.LogStartOffset = -1, -1, -1
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+	}
 }

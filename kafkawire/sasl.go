@@ -6,10 +6,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/korvet/korvet/engine/auth"
@@ -23,9 +21,6 @@ const (
 )
 
 const (
-	apiSaslHandshake    = 17
-	apiSaslAuthenticate = 36
-
 	// preAuthMaxBytes bounds frames before authentication, as Kafka's
 	// sasl.server.max.receive.size does: an unknown client cannot make
 	// korvet allocate much.
@@ -59,8 +54,8 @@ func (c *conn) needsAuth() bool { return len(c.l.mechs) > 0 && !c.sasl.done }
 // admit says whether a request may be served now. Kafka closes a
 // connection that sends anything else before authenticating; so does
 // korvet.
-func (c *conn) admit(key int16) bool {
-	return !c.needsAuth() || key == apiVersionsKey || key == apiSaslHandshake || key == apiSaslAuthenticate
+func (c *conn) admit(key kmsg.Key) bool {
+	return !c.needsAuth() || key == kmsg.ApiVersions || key == kmsg.SASLHandshake || key == kmsg.SASLAuthenticate
 }
 
 // frameLimits bounds the size of the next frame.
@@ -74,73 +69,6 @@ func (c *conn) frameLimits() (lo, hi int32) {
 		return 1, hi // a bare token has no request header
 	}
 	return 8, hi
-}
-
-// offers says whether ApiVersions lists key on this connection: SASL only
-// where it is used, ACL APIs only when ACLs are on, SCRAM user APIs only
-// with a user store.
-func (c *conn) offers(key int16) bool {
-	switch key {
-	case apiSaslHandshake, apiSaslAuthenticate:
-		return len(c.l.mechs) > 0
-	case 29, 30, 31: // DescribeAcls, CreateAcls, DeleteAcls
-		return c.s.opts.ACLs
-	case 50, 51: // DescribeUserScramCredentials, AlterUserScramCredentials
-		return c.s.opts.Auth != nil
-	}
-	return true
-}
-
-func handleSaslHandshake(_ context.Context, c *conn, kreq kmsg.Request) func() kmsg.Response {
-	req := kreq.(*kmsg.SASLHandshakeRequest)
-	resp := req.ResponseKind().(*kmsg.SASLHandshakeResponse)
-	resp.SupportedMechanisms = c.l.mechs
-	switch {
-	case c.sasl.done || c.sasl.mech != "":
-		// No re-authentication: korvet gives sessions no lifetime.
-		resp.ErrorCode = kerr.IllegalSaslState.Code
-		c.hangup = true
-	case !slices.Contains(c.l.mechs, req.Mechanism):
-		resp.ErrorCode = kerr.UnsupportedSaslMechanism.Code
-		c.s.log.Info("SASL mechanism not offered", "remote", c.nc.RemoteAddr(), "mechanism", req.Mechanism, "offered", c.l.mechs)
-	default:
-		c.sasl.mech = req.Mechanism
-		c.sasl.raw = req.Version == 0
-		if m, ok := auth.ParseMechanism(req.Mechanism); ok {
-			c.sasl.scram = c.s.opts.Auth.NewScram(m)
-		}
-	}
-	return func() kmsg.Response { return resp }
-}
-
-func handleSaslAuthenticate(ctx context.Context, c *conn, kreq kmsg.Request) func() kmsg.Response {
-	req := kreq.(*kmsg.SASLAuthenticateRequest)
-	resp := req.ResponseKind().(*kmsg.SASLAuthenticateResponse)
-	if c.sasl.mech == "" || c.sasl.raw || c.sasl.done {
-		resp.ErrorCode = kerr.IllegalSaslState.Code
-		resp.ErrorMessage = kmsg.StringPtr("SaslAuthenticate is only valid once, after a SaslHandshake v1")
-		c.hangup = true
-		return func() kmsg.Response { return resp }
-	}
-	out, _, err := c.saslStep(ctx, req.SASLAuthBytes)
-	switch {
-	case errors.Is(err, auth.ErrAuthFailed):
-		resp.ErrorCode = kerr.SaslAuthenticationFailed.Code
-		resp.ErrorMessage = kmsg.StringPtr("Authentication failed: invalid credentials with SASL mechanism " + c.sasl.mech)
-		c.hangup = true
-		return func() kmsg.Response {
-			sleepCtx(ctx, authFailDelay)
-			return resp
-		}
-	case err != nil:
-		// The user store did not answer: close without an answer, so
-		// that the client retries rather than giving up on bad
-		// credentials.
-		c.hangup = true
-		return func() kmsg.Response { return nil }
-	}
-	resp.SASLAuthBytes = out
-	return func() kmsg.Response { return resp }
 }
 
 // rawSaslToken answers a token sent bare after a v0 SaslHandshake, with a

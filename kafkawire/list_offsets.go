@@ -5,6 +5,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/korvet/korvet/engine/auth"
 )
 
 // Special timestamps of ListOffsets.
@@ -73,5 +75,29 @@ func handleListOffsets(ctx context.Context, c *conn, kreq kmsg.Request) func() k
 			}
 		}
 		return resp
+	}
+}
+
+// aclListOffsets: DESCRIBE on each topic.
+func aclListOffsets(c *conn, kr kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+	req := kr.(*kmsg.ListOffsetsRequest)
+	var out []refused[kmsg.ListOffsetsRequestTopic]
+	req.Topics, out = sift(req.Topics, func(t *kmsg.ListOffsetsRequestTopic) int16 { return c.topicCode(auth.OpDescribe, t.Topic) })
+	if len(out) == 0 {
+		return nil, nil
+	}
+	return nil, func(r kmsg.Response) {
+		resp := r.(*kmsg.ListOffsetsResponse)
+		for _, o := range out {
+			st := kmsg.NewListOffsetsResponseTopic()
+			st.Topic = o.item.Topic
+			for _, p := range o.item.Partitions {
+				sp := kmsg.NewListOffsetsResponseTopicPartition()
+				sp.Partition, sp.ErrorCode = p.Partition, o.code
+				sp.Timestamp, sp.Offset, sp.LeaderEpoch = -1, -1, -1
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
 	}
 }

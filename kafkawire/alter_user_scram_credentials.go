@@ -11,83 +11,9 @@ import (
 	"github.com/korvet/korvet/engine/auth"
 )
 
-// DescribeUserScramCredentials and AlterUserScramCredentials manage SASL
-// users as Kafka's admin clients do. Alter carries salted passwords,
-// salted by the client: the password never reaches korvet.
-
-func handleDescribeUserSCRAMCredentials(ctx context.Context, c *conn, kreq kmsg.Request) func() kmsg.Response {
-	req := kreq.(*kmsg.DescribeUserSCRAMCredentialsRequest)
-	return func() kmsg.Response {
-		resp := req.ResponseKind().(*kmsg.DescribeUserSCRAMCredentialsResponse)
-		users, err := c.s.opts.Auth.Users(ctx)
-		if err != nil {
-			c.s.log.Warn("describe SCRAM users", "err", err)
-			resp.ErrorCode, resp.ErrorMessage = kerr.UnknownServerError.Code, errMsg(err)
-			return resp
-		}
-		result := func(u auth.User) kmsg.DescribeUserSCRAMCredentialsResponseResult {
-			r := kmsg.NewDescribeUserSCRAMCredentialsResponseResult()
-			r.User = u.Name
-			for _, m := range u.Mechanisms {
-				ci := kmsg.NewDescribeUserSCRAMCredentialsResponseResultCredentialInfo()
-				ci.Mechanism, ci.Iterations = int8(m.Mechanism), int32(m.Iterations)
-				r.CredentialInfos = append(r.CredentialInfos, ci)
-			}
-			return r
-		}
-		if len(req.Users) == 0 {
-			for _, u := range users {
-				resp.Results = append(resp.Results, result(u))
-			}
-			return resp
-		}
-		byName := make(map[string]auth.User, len(users))
-		for _, u := range users {
-			byName[u.Name] = u
-		}
-		asked := map[string]int{}
-		for _, ru := range req.Users {
-			asked[ru.Name]++
-		}
-		for _, ru := range req.Users {
-			u, ok := byName[ru.Name]
-			r := result(u)
-			r.User = ru.Name
-			switch {
-			case asked[ru.Name] > 1:
-				r.ErrorCode = kerr.DuplicateResource.Code
-				r.ErrorMessage = kmsg.StringPtr("user named more than once")
-				r.CredentialInfos = nil
-			case !ok:
-				r.ErrorCode = kerr.ResourceNotFound.Code
-				r.ErrorMessage = kmsg.StringPtr("no SCRAM credential for user " + ru.Name)
-			}
-			resp.Results = append(resp.Results, r)
-		}
-		return resp
-	}
-}
-
-// scramAlterUsers lists the users an alteration names, once each, in
-// order.
-func scramAlterUsers(req *kmsg.AlterUserSCRAMCredentialsRequest) []string {
-	var out []string
-	seen := map[string]bool{}
-	add := func(name string) {
-		if !seen[name] {
-			seen[name] = true
-			out = append(out, name)
-		}
-	}
-	for _, d := range req.Deletions {
-		add(d.Name)
-	}
-	for _, u := range req.Upsertions {
-		add(u.Name)
-	}
-	return out
-}
-
+// handleAlterUserSCRAMCredentials manages SASL users as Kafka's admin
+// clients do. The request carries salted passwords, salted by the client:
+// the password never reaches korvet.
 func handleAlterUserSCRAMCredentials(ctx context.Context, c *conn, kreq kmsg.Request) func() kmsg.Response {
 	req := kreq.(*kmsg.AlterUserSCRAMCredentialsRequest)
 	return func() kmsg.Response {
@@ -152,6 +78,26 @@ func handleAlterUserSCRAMCredentials(ctx context.Context, c *conn, kreq kmsg.Req
 	}
 }
 
+// scramAlterUsers lists the users an alteration names, once each, in
+// order.
+func scramAlterUsers(req *kmsg.AlterUserSCRAMCredentialsRequest) []string {
+	var out []string
+	seen := map[string]bool{}
+	add := func(name string) {
+		if !seen[name] {
+			seen[name] = true
+			out = append(out, name)
+		}
+	}
+	for _, d := range req.Deletions {
+		add(d.Name)
+	}
+	for _, u := range req.Upsertions {
+		add(u.Name)
+	}
+	return out
+}
+
 // scramChange deletes or sets one credential of a user.
 type scramChange struct {
 	m    auth.Mechanism
@@ -189,4 +135,20 @@ func (c *conn) applySCRAM(ctx context.Context, store *auth.Store, user string, c
 		c.s.log.Info("SCRAM credential changed", "user", user, "mechanism", ch.m.String(), "deleted", ch.del, "by", c.principal)
 	}
 	return 0, ""
+}
+
+// aclAlterUserSCRAMCredentials refuses all who may not manage users,
+// whatever the ACLs say; handle applies it even with ACLs off.
+func aclAlterUserSCRAMCredentials(c *conn, kr kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+	if c.mayManageUsers() {
+		return nil, nil
+	}
+	req := kr.(*kmsg.AlterUserSCRAMCredentialsRequest)
+	resp := req.ResponseKind().(*kmsg.AlterUserSCRAMCredentialsResponse)
+	for _, u := range scramAlterUsers(req) {
+		r := kmsg.NewAlterUserSCRAMCredentialsResponseResult()
+		r.User, r.ErrorCode, r.ErrorMessage = u, clusterDenied, kmsg.StringPtr(manageUsersDenied)
+		resp.Results = append(resp.Results, r)
+	}
+	return resp, nil
 }

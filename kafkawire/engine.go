@@ -1,0 +1,71 @@
+package kafkawire
+
+import (
+	"context"
+	"errors"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/korvet/korvet/engine"
+	"github.com/korvet/korvet/kafkawire/batch"
+)
+
+// errorCode maps an engine or record error to a Kafka error code.
+func errorCode(err error) int16 {
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, engine.ErrUnknownTopic), errors.Is(err, engine.ErrTopicDeleted):
+		return kerr.UnknownTopicOrPartition.Code
+	case errors.Is(err, engine.ErrTopicExists):
+		return kerr.TopicAlreadyExists.Code
+	case errors.Is(err, engine.ErrInvalidTopic):
+		return kerr.InvalidTopicException.Code
+	case errors.Is(err, engine.ErrInvalidPartitions):
+		return kerr.InvalidPartitions.Code
+	case errors.Is(err, engine.ErrPolicyViolation):
+		return kerr.PolicyViolation.Code
+	case errors.Is(err, engine.ErrInvalidConfig):
+		return kerr.InvalidConfig.Code
+	case errors.Is(err, engine.ErrMessageTooLarge), errors.Is(err, batch.ErrTooLarge):
+		return kerr.MessageTooLarge.Code
+	case errors.Is(err, engine.ErrOffsetOutOfRange):
+		return kerr.OffsetOutOfRange.Code
+	case errors.Is(err, engine.ErrInvalidRecord):
+		return kerr.InvalidRecord.Code
+	case errors.Is(err, engine.ErrOutOfOrderSequence):
+		return kerr.OutOfOrderSequenceNumber.Code
+	case errors.Is(err, engine.ErrDuplicateSequence):
+		return kerr.DuplicateSequenceNumber.Code
+	case errors.Is(err, engine.ErrInvalidProducerEpoch):
+		return kerr.InvalidProducerEpoch.Code
+	case errors.Is(err, engine.ErrUnknownProducerID):
+		return kerr.UnknownProducerID.Code
+	case errors.Is(err, batch.ErrCorrupt):
+		return kerr.CorruptMessage.Code
+	case errors.Is(err, batch.ErrUnsupported):
+		return kerr.UnsupportedForMessageFormat.Code
+	case errors.Is(err, engine.ErrStorageUnavailable), errors.Is(err, context.DeadlineExceeded), errors.Is(err, engine.ErrClosed):
+		// Retriable: clients back off and try again.
+		return kerr.KafkaStorageError.Code
+	default:
+		return kerr.UnknownServerError.Code
+	}
+}
+
+func errMsg(err error) *string {
+	if err == nil {
+		return nil
+	}
+	s := err.Error()
+	return &s
+}
+
+// partitionOf is partition id of t, or nil when t is nil or has no such
+// partition.
+func partitionOf(t *engine.Topic, id int32) *engine.Partition {
+	if t == nil {
+		return nil
+	}
+	return t.Partition(id)
+}
