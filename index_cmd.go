@@ -22,7 +22,6 @@ import (
 	"github.com/korvet/korvet/engine"
 	"github.com/korvet/korvet/engine/index"
 	"github.com/korvet/korvet/resp"
-	"github.com/korvet/korvet/web"
 )
 
 // korvet index rebuild|verify: maintenance of the KV key index.
@@ -347,7 +346,11 @@ func rebuildOnline(ctx context.Context, cfg Config, stdout, stderr io.Writer) er
 		case <-time.After(500 * time.Millisecond):
 		}
 		var st struct {
-			Index *web.IndexStatus `json:"index"`
+			Index *struct {
+				Rebuilding  bool      `json:"rebuilding"`
+				LastRebuild time.Time `json:"last_rebuild"`
+				Error       string    `json:"error"`
+			} `json:"index"`
 		}
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/api/v1/status", nil)
 		res, err := hc.Do(req)
@@ -364,28 +367,5 @@ func rebuildOnline(ctx context.Context, cfg Config, stdout, stderr io.Writer) er
 		}
 		fmt.Fprintf(stdout, "rebuilt online by the running korvet in %.1fs\n", time.Since(began).Seconds())
 		return nil
-	}
-}
-
-// indexStatus feeds the status page from the engine's index figures.
-func indexStatus(eng *engine.Engine) func(context.Context) (web.IndexStatus, error) {
-	return func(context.Context) (web.IndexStatus, error) {
-		st := eng.KVStats()
-		rb := eng.KVRebuild()
-		out := web.IndexStatus{Open: st.Enabled, SizeBytes: int64(st.DiskBytes), Rebuilding: rb.Running, LastRebuild: rb.Last}
-		if rb.LastErr != "" {
-			out.Error = "last rebuild: " + rb.LastErr
-		}
-		for _, t := range st.Topics {
-			out.Topics = append(out.Topics, t.Topic)
-			out.Keys += t.Keys
-			for _, p := range t.Partitions {
-				out.Lag += p.Lag
-				if p.Error != "" && out.Error == "" {
-					out.Error = fmt.Sprintf("%s/%d: %s", t.Topic, p.Partition, p.Error)
-				}
-			}
-		}
-		return out, nil
 	}
 }

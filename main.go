@@ -194,15 +194,10 @@ func serve(ctx context.Context, cfg Config, logOut io.Writer) error {
 		logListeners = append(logListeners, key, l.Addr().String(), key+"_advertised", advertised)
 	}
 	hs := newHTTPServer(cfg, web.New(eng, web.Options{
-		Version:   version,
-		Started:   started,
-		Listeners: append(listeners, web.Listener{Name: "HTTP", Address: hln.Addr().String()}),
-		Kafka:     kafkaStats(ks, kmetrics),
-		Index:     indexStatus(eng),
-		RebuildIndex: func(context.Context) error {
-			return eng.StartIndexRebuild()
-		},
-		Tiering:       tieringStatus(eng),
+		Version:       version,
+		Started:       started,
+		Listeners:     append(listeners, web.Listener{Name: "HTTP", Address: hln.Addr().String()}),
+		Kafka:         kafkaStats(ks, kmetrics),
 		Metrics:       reg,
 		AdminToken:    cfg.HTTP.AdminToken,
 		Login:         cfg.HTTP.Auth,
@@ -255,18 +250,6 @@ func kafkaStats(ks *kafkawire.Server, m *kafkawire.Metrics) func() web.KafkaStat
 		t := m.Totals()
 		return web.KafkaStats{Connections: ks.Connected.Load(), Requests: t.Requests, BytesIn: t.BytesIn, BytesOut: t.BytesOut,
 			ProducedRecords: t.ProducedRecords, FetchedRecords: t.FetchedRecords}
-	}
-}
-
-// tieringStatus feeds the status page from the archiving worker.
-func tieringStatus(eng *engine.Engine) func(context.Context) (web.TieringStatus, error) {
-	return func(context.Context) (web.TieringStatus, error) {
-		st, _ := eng.Tiering()
-		out := web.TieringStatus{BacklogSegments: st.BacklogSegments, BacklogBytes: st.BacklogBytes, Errors: st.Errors, LastError: st.LastError, LastErrorAt: st.LastErrorAt}
-		if a := st.LastArchived; a != nil {
-			out.LastArchived = &web.ArchivedSegment{Topic: a.Topic, Partition: a.Partition, Segment: a.Segment, Records: a.Records, Bytes: a.Bytes, At: a.At}
-		}
-		return out, nil
 	}
 }
 
