@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -284,36 +283,6 @@ func ptrString(p *index.Pointer) string {
 	default:
 		return fmt.Sprintf("%d/%d", p.Partition, p.Offset)
 	}
-}
-
-// adminSocket is the unix socket a running korvet serves its HTTP API on,
-// for local administration without a token.
-func adminSocket(cfg Config) string { return filepath.Join(cfg.DataDir, "korvet.sock") }
-
-func socketExists(cfg Config) bool {
-	fi, err := os.Stat(adminSocket(cfg))
-	return err == nil && fi.Mode()&os.ModeSocket != 0
-}
-
-// adminClient reaches the running korvet: over its unix socket when this
-// user can open it (no token needed), else over [http] listen.
-func adminClient(cfg Config) (string, *http.Client, error) {
-	if socketExists(cfg) {
-		sock := adminSocket(cfg)
-		tr := &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "unix", sock)
-		}}
-		return "http://korvet", &http.Client{Timeout: 10 * time.Second, Transport: tr}, nil
-	}
-	host, port, err := net.SplitHostPort(cfg.HTTP.Listen)
-	if err != nil {
-		return "", nil, err
-	}
-	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
-		host = "127.0.0.1"
-	}
-	return "http://" + net.JoinHostPort(host, port), &http.Client{Timeout: 10 * time.Second}, nil
 }
 
 // rebuildOnline asks the korvet serving this config to rebuild its index
