@@ -275,7 +275,7 @@ func loadConfig(path string) (Config, error) {
 	if c.Cold.ArchiveInterval.Duration <= 0 {
 		return c, bad(toml.Key{"cold", "archive_interval"}, "must be positive")
 	}
-	if err := c.checkSecurity(bad); err != nil {
+	if err := c.checkListeners(bad); err != nil {
 		return c, err
 	}
 	if err := c.checkHTTPLimits(bad); err != nil {

@@ -1,9 +1,13 @@
 package main
 
 import (
+	"crypto/tls"
+	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -17,7 +21,7 @@ const httpMaxHeaderBytes = 64 << 10
 // newHTTPServer returns the server of the HTTP listener, with the
 // timeouts of [http]: a client that sends its header or body slowly, or
 // reads the answer slowly, or keeps an idle connection, is cut off.
-// Serve it on limitListener(ln, cfg.HTTP.MaxConnections).
+// serveHTTP serves it.
 func newHTTPServer(cfg Config, h http.Handler) *http.Server {
 	return &http.Server{
 		Handler:           h,
@@ -27,6 +31,27 @@ func newHTTPServer(cfg Config, h http.Handler) *http.Server {
 		IdleTimeout:       cfg.HTTP.IdleTimeout.Duration,
 		MaxHeaderBytes:    httpMaxHeaderBytes,
 	}
+}
+
+// serveHTTP serves h on ln, over HTTPS with [http] cert_file, at most
+// [http] max_connections at a time, until Shutdown.
+func serveHTTP(cfg Config, ln net.Listener, h http.Handler, log *slog.Logger) *http.Server {
+	hs := newHTTPServer(cfg, h)
+	if cfg.HTTP.Auth == authBasic && cfg.HTTP.CertFile == "" && !loopbackListen(cfg.HTTP.Listen) {
+		log.Warn("HTTP Basic logins cross the network in the clear: set [http] cert_file and key_file for HTTPS", "http", ln.Addr().String())
+	}
+	go func() {
+		var err error
+		if ln := limitListener(ln, cfg.HTTP.MaxConnections); cfg.HTTP.CertFile != "" {
+			err = hs.ServeTLS(ln, cfg.HTTP.CertFile, cfg.HTTP.KeyFile)
+		} else {
+			err = hs.Serve(ln)
+		}
+		if err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("http server", "err", err)
+		}
+	}()
+	return hs
 }
 
 // checkHTTPLimits validates the [http] limits; bad names a key.
@@ -55,6 +80,46 @@ func (c *Config) checkHTTPLimits(bad func(k toml.Key, format string, args ...any
 		return bad(toml.Key{"http", "kv_mget_max_bytes"}, "must be 1024 to 1073741824")
 	}
 	return nil
+}
+
+// checkHTTPSecurity validates [http] auth, hosts and TLS. Anonymous HTTP is refused on any address but loopback unless the
+// file says so: the page, /metrics and the KV view would be open to
+// every phone and guest on the LAN.
+func (c *Config) checkHTTPSecurity(bad func(k toml.Key, format string, args ...any) error) error {
+	h := &c.HTTP
+	if h.Auth != authNone && h.Auth != authBasic {
+		return bad(toml.Key{"http", "auth"}, "want %q or %q, got %q", authNone, authBasic, h.Auth)
+	}
+	if h.Auth == authNone && !h.AllowAnonymous && !loopbackListen(h.Listen) {
+		return bad(toml.Key{"http", "auth"}, "\"none\" would serve the status page, /metrics and every topic's values to anyone who can reach %s: set auth = \"basic\" (log in with the users of `korvet user add`), listen on 127.0.0.1, or set allow_anonymous = true if that network is yours alone", h.Listen)
+	}
+	for _, name := range h.Hosts {
+		if name == "" || strings.ContainsAny(name, " :/[]@") {
+			return bad(toml.Key{"http", "hosts"}, "want host names without port, like \"nas.lan\", got %q", name)
+		}
+	}
+	if (h.CertFile == "") != (h.KeyFile == "") {
+		return bad(toml.Key{"http", "cert_file"}, "HTTPS needs both cert_file and key_file")
+	}
+	if h.CertFile != "" {
+		if _, err := tls.LoadX509KeyPair(h.CertFile, h.KeyFile); err != nil {
+			return bad(toml.Key{"http", "cert_file"}, "%v", err)
+		}
+	}
+	return nil
+}
+
+// loopbackListen reports whether host:port listens on loopback only.
+func loopbackListen(listen string) bool {
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // limitListener accepts at most n connections at a time: past that,

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -22,7 +21,6 @@ import (
 	"github.com/korvet/korvet/engine"
 	"github.com/korvet/korvet/engine/index"
 	"github.com/korvet/korvet/resp"
-	"github.com/korvet/korvet/web"
 )
 
 // korvet index rebuild|verify: maintenance of the KV key index.
@@ -287,36 +285,6 @@ func ptrString(p *index.Pointer) string {
 	}
 }
 
-// adminSocket is the unix socket a running korvet serves its HTTP API on,
-// for local administration without a token.
-func adminSocket(cfg Config) string { return filepath.Join(cfg.DataDir, "korvet.sock") }
-
-func socketExists(cfg Config) bool {
-	fi, err := os.Stat(adminSocket(cfg))
-	return err == nil && fi.Mode()&os.ModeSocket != 0
-}
-
-// adminClient reaches the running korvet: over its unix socket when this
-// user can open it (no token needed), else over [http] listen.
-func adminClient(cfg Config) (string, *http.Client, error) {
-	if socketExists(cfg) {
-		sock := adminSocket(cfg)
-		tr := &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "unix", sock)
-		}}
-		return "http://korvet", &http.Client{Timeout: 10 * time.Second, Transport: tr}, nil
-	}
-	host, port, err := net.SplitHostPort(cfg.HTTP.Listen)
-	if err != nil {
-		return "", nil, err
-	}
-	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
-		host = "127.0.0.1"
-	}
-	return "http://" + net.JoinHostPort(host, port), &http.Client{Timeout: 10 * time.Second}, nil
-}
-
 // rebuildOnline asks the korvet serving this config to rebuild its index
 // (POST /api/v1/index/rebuild with the admin token) and waits for the end.
 func rebuildOnline(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
@@ -347,7 +315,11 @@ func rebuildOnline(ctx context.Context, cfg Config, stdout, stderr io.Writer) er
 		case <-time.After(500 * time.Millisecond):
 		}
 		var st struct {
-			Index *web.IndexStatus `json:"index"`
+			Index *struct {
+				Rebuilding  bool      `json:"rebuilding"`
+				LastRebuild time.Time `json:"last_rebuild"`
+				Error       string    `json:"error"`
+			} `json:"index"`
 		}
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/api/v1/status", nil)
 		res, err := hc.Do(req)
@@ -364,28 +336,5 @@ func rebuildOnline(ctx context.Context, cfg Config, stdout, stderr io.Writer) er
 		}
 		fmt.Fprintf(stdout, "rebuilt online by the running korvet in %.1fs\n", time.Since(began).Seconds())
 		return nil
-	}
-}
-
-// indexStatus feeds the status page from the engine's index figures.
-func indexStatus(eng *engine.Engine) func(context.Context) (web.IndexStatus, error) {
-	return func(context.Context) (web.IndexStatus, error) {
-		st := eng.KVStats()
-		rb := eng.KVRebuild()
-		out := web.IndexStatus{Open: st.Enabled, SizeBytes: int64(st.DiskBytes), Rebuilding: rb.Running, LastRebuild: rb.Last}
-		if rb.LastErr != "" {
-			out.Error = "last rebuild: " + rb.LastErr
-		}
-		for _, t := range st.Topics {
-			out.Topics = append(out.Topics, t.Topic)
-			out.Keys += t.Keys
-			for _, p := range t.Partitions {
-				out.Lag += p.Lag
-				if p.Error != "" && out.Error == "" {
-					out.Error = fmt.Sprintf("%s/%d: %s", t.Topic, p.Partition, p.Error)
-				}
-			}
-		}
-		return out, nil
 	}
 }

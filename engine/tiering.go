@@ -30,26 +30,28 @@ import (
 // While the object store is down, step 1 fails, the segment stays sealed
 // in Redis and the next round tries again.
 
-// TieringStatus is what the worker reports for the status page.
+// TieringStatus is what the worker reports. Its JSON is the tiering
+// section of korvet's status (GET /api/v1/status), without the archived
+// counts.
 type TieringStatus struct {
-	BacklogSegments int64
-	BacklogBytes    int64
-	LastArchived    *ArchivedSegment
-	Errors          int64
-	LastError       string
-	LastErrorAt     time.Time
-	Archived        int64 // segments archived since start
-	ArchivedRecords int64
+	BacklogSegments int64            `json:"backlog_segments"` // sealed, not yet archived
+	BacklogBytes    int64            `json:"backlog_bytes"`
+	LastArchived    *ArchivedSegment `json:"last_archived,omitempty"`
+	Errors          int64            `json:"errors"` // since start
+	LastError       string           `json:"last_error,omitempty"`
+	LastErrorAt     time.Time        `json:"last_error_at,omitzero"`
+	Archived        int64            `json:"-"` // segments archived since start
+	ArchivedRecords int64            `json:"-"`
 }
 
 // ArchivedSegment names one segment moved to the cold tier.
 type ArchivedSegment struct {
-	Topic     string
-	Partition int32
-	Segment   int64
-	Records   int64
-	Bytes     int64
-	At        time.Time
+	Topic     string    `json:"topic"`
+	Partition int32     `json:"partition"`
+	Segment   int64     `json:"segment"`
+	Records   int64     `json:"records"`
+	Bytes     int64     `json:"bytes"`
+	At        time.Time `json:"at"`
 }
 
 type tiering struct {

@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -18,15 +19,28 @@ import (
 const apiTimeout = 3 * time.Second
 
 type statusJSON struct {
-	Time     time.Time      `json:"time"`
-	Broker   brokerJSON     `json:"broker"`
-	Redis    redisJSON      `json:"redis"`
-	Totals   totalsJSON     `json:"totals"`
-	Index    *IndexStatus   `json:"index"`             // null: korvet runs without a KV index
-	Tiering  *TieringStatus `json:"tiering,omitempty"` // absent: no cold tier
-	Warnings []string       `json:"warnings"`
+	Time     time.Time             `json:"time"`
+	Broker   brokerJSON            `json:"broker"`
+	Redis    redisJSON             `json:"redis"`
+	Totals   totalsJSON            `json:"totals"`
+	Index    *indexJSON            `json:"index"`             // null: korvet runs without a KV index
+	Tiering  *engine.TieringStatus `json:"tiering,omitempty"` // absent: no cold tier
+	Warnings []string              `json:"warnings"`
 	// Viewer is who asked: what the page shows depends on it.
 	Viewer viewerJSON `json:"viewer"`
+}
+
+// indexJSON is the KV index as the status page shows it: the engine's
+// figures summed over the indexed topics.
+type indexJSON struct {
+	Open        bool      `json:"open"`
+	Keys        int64     `json:"keys"`
+	SizeBytes   int64     `json:"size_bytes"`
+	Lag         int64     `json:"lag"` // records committed to Redis, not yet indexed
+	Topics      []string  `json:"topics,omitempty"`
+	Rebuilding  bool      `json:"rebuilding"`
+	LastRebuild time.Time `json:"last_rebuild,omitzero"`
+	Error       string    `json:"error,omitempty"`
 }
 
 type viewerJSON struct {
@@ -151,31 +165,49 @@ func (s *server) status(ctx context.Context, r *http.Request) statusJSON {
 		}
 	}
 
-	if s.opts.Index != nil {
-		ix, err := s.opts.Index(ctx)
-		if err != nil {
-			ix.Error = err.Error()
-		}
+	if ix, ok := s.indexView(); ok {
 		if ix.Error != "" {
 			st.Warnings = append(st.Warnings, "KV index: "+ix.Error)
 		}
 		ix.Topics = slices.DeleteFunc(ix.Topics, func(t string) bool { return !s.mayTopic(r, auth.OpDescribe, t) })
 		st.Index = &ix
 	}
-	if s.opts.Tiering != nil {
-		tt, err := s.opts.Tiering(ctx)
-		if err != nil {
-			tt.LastError, tt.LastErrorAt = err.Error(), now
-		}
+	if tt, ok := s.eng.Tiering(); ok {
 		if a := tt.LastArchived; a != nil && !s.mayTopic(r, auth.OpDescribe, a.Topic) {
 			tt.LastArchived = nil
 		}
+		// An archiving error is warned about for an hour.
 		if tt.LastError != "" && now.Sub(tt.LastErrorAt) < time.Hour {
 			st.Warnings = append(st.Warnings, "Tiering: "+tt.LastError)
 		}
 		st.Tiering = &tt
 	}
 	return st
+}
+
+// indexView sums the engine's index figures; ok is false when korvet
+// runs without an index.
+func (s *server) indexView() (ix indexJSON, ok bool) {
+	st := s.eng.KVStats()
+	if !st.Enabled {
+		return indexJSON{}, false
+	}
+	rb := s.eng.KVRebuild()
+	ix = indexJSON{Open: st.Enabled, SizeBytes: int64(st.DiskBytes), Rebuilding: rb.Running, LastRebuild: rb.Last}
+	if rb.LastErr != "" {
+		ix.Error = "last rebuild: " + rb.LastErr
+	}
+	for _, t := range st.Topics {
+		ix.Topics = append(ix.Topics, t.Topic)
+		ix.Keys += t.Keys
+		for _, p := range t.Partitions {
+			ix.Lag += p.Lag
+			if p.Error != "" && ix.Error == "" {
+				ix.Error = fmt.Sprintf("%s/%d: %s", t.Topic, p.Partition, p.Error)
+			}
+		}
+	}
+	return ix, true
 }
 
 // redisWarnings names the Redis settings that put korvet's data at risk.
@@ -336,11 +368,11 @@ func (s *server) groupViews(ctx context.Context, r *http.Request) []groupJSON {
 // apiIndexRebuild starts a rebuild of the KV index; its progress shows
 // in the status (index.rebuilding, index.last_rebuild).
 func (s *server) apiIndexRebuild(w http.ResponseWriter, r *http.Request) {
-	if s.opts.RebuildIndex == nil {
+	switch err := s.eng.StartIndexRebuild(); {
+	case errors.Is(err, engine.ErrKVDisabled):
 		writeError(w, http.StatusNotImplemented, "this korvet has no KV index to rebuild")
 		return
-	}
-	if err := s.opts.RebuildIndex(r.Context()); err != nil {
+	case err != nil: // one is running already
 		writeError(w, http.StatusConflict, err.Error())
 		return
 	}

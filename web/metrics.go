@@ -114,21 +114,16 @@ func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 
-	if s.opts.Index != nil {
-		ix, err := s.opts.Index(ctx)
-		gauge(descIndexOpen, b2f(err == nil && ix.Open))
-		if err == nil {
-			gauge(descIndexKeys, float64(ix.Keys))
-			gauge(descIndexSize, float64(ix.SizeBytes))
-			gauge(descIndexLag, float64(ix.Lag))
-		}
+	if ix, ok := s.indexView(); ok {
+		gauge(descIndexOpen, b2f(ix.Open))
+		gauge(descIndexKeys, float64(ix.Keys))
+		gauge(descIndexSize, float64(ix.SizeBytes))
+		gauge(descIndexLag, float64(ix.Lag))
 	}
-	if s.opts.Tiering != nil {
-		if tt, err := s.opts.Tiering(ctx); err == nil {
-			gauge(descTierBack, float64(tt.BacklogSegments))
-			gauge(descTierBytes, float64(tt.BacklogBytes))
-			counter(descTierErrors, float64(tt.Errors))
-		}
+	if tt, ok := s.eng.Tiering(); ok {
+		gauge(descTierBack, float64(tt.BacklogSegments))
+		gauge(descTierBytes, float64(tt.BacklogBytes))
+		counter(descTierErrors, float64(tt.Errors))
 	}
 }
 

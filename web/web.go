@@ -32,14 +32,6 @@ type Options struct {
 	Kafka func() KafkaStats
 	// Groups lists consumer groups with their lag; default eng.Groups().
 	Groups Groups
-	// Index reports the KV index; nil when korvet runs without one.
-	Index func(context.Context) (IndexStatus, error)
-	// RebuildIndex starts a rebuild of the KV index in the background and
-	// returns (POST /api/v1/index/rebuild, admin only); an error (such as
-	// one already running) is answered 409.
-	RebuildIndex func(context.Context) error
-	// Tiering reports the cold tier; nil hides its section.
-	Tiering func(context.Context) (TieringStatus, error)
 	// Metrics is the process's Prometheus registry (the Kafka server's
 	// metrics, Go runtime); /metrics adds the engine's gauges to it.
 	Metrics prometheus.Gatherer
@@ -86,39 +78,6 @@ type KafkaStats struct {
 type Groups interface {
 	List() []group.Summary
 	Lag(ctx context.Context, group string) ([]group.PartitionLag, error)
-}
-
-// IndexStatus is the KV index as the status page shows it.
-type IndexStatus struct {
-	Open        bool      `json:"open"`
-	Keys        int64     `json:"keys"`
-	SizeBytes   int64     `json:"size_bytes"`
-	Lag         int64     `json:"lag"` // records committed to Redis, not yet indexed
-	Topics      []string  `json:"topics,omitempty"`
-	Rebuilding  bool      `json:"rebuilding"`
-	LastRebuild time.Time `json:"last_rebuild,omitzero"`
-	Error       string    `json:"error,omitempty"`
-}
-
-// TieringStatus is the cold tier as the status page shows it.
-type TieringStatus struct {
-	BacklogSegments int64            `json:"backlog_segments"` // sealed, not yet archived
-	BacklogBytes    int64            `json:"backlog_bytes"`
-	LastArchived    *ArchivedSegment `json:"last_archived,omitempty"`
-	Errors          int64            `json:"errors"` // since start
-	// LastError is warned about for an hour after LastErrorAt.
-	LastError   string    `json:"last_error,omitempty"`
-	LastErrorAt time.Time `json:"last_error_at,omitzero"`
-}
-
-// ArchivedSegment is one segment moved to the cold tier.
-type ArchivedSegment struct {
-	Topic     string    `json:"topic"`
-	Partition int32     `json:"partition"`
-	Segment   int64     `json:"segment"`
-	Records   int64     `json:"records"`
-	Bytes     int64     `json:"bytes"`
-	At        time.Time `json:"at"`
 }
 
 //go:embed static
@@ -208,15 +167,11 @@ func (s *server) readyz(w http.ResponseWriter, r *http.Request) {
 	} else {
 		checks["redis"] = "ok"
 	}
-	if s.opts.Index != nil {
-		st, err := s.opts.Index(ctx)
-		switch {
-		case err != nil:
-			checks["index"], ok = err.Error(), false
-		case !st.Open:
-			checks["index"], ok = "not open", false
-		default:
+	if ix, indexed := s.indexView(); indexed {
+		if ix.Open {
 			checks["index"] = "ok"
+		} else {
+			checks["index"], ok = "not open", false
 		}
 	}
 	if !ok {

@@ -7,8 +7,10 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +20,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/korvet/korvet/cold"
 	"github.com/korvet/korvet/engine"
 	"github.com/korvet/korvet/engine/group"
 	"github.com/korvet/korvet/engine/record"
@@ -30,18 +33,53 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 // openEngine opens an engine on a fresh redis-server started with args.
 func openEngine(t *testing.T, redisArgs ...string) (*engine.Engine, *testbed.Redis) {
 	t.Helper()
+	return openEngineWith(t, engine.Options{}, redisArgs...)
+}
+
+// openEngineWith is openEngine with options, such as a KV index or a
+// cold tier.
+func openEngineWith(t *testing.T, opts engine.Options, redisArgs ...string) (*engine.Engine, *testbed.Redis) {
+	t.Helper()
 	r := testbed.StartRedis(t, redisArgs...)
 	rc, err := resp.New(r.URL, resp.Options{Timeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { rc.Close() })
-	eng, err := engine.Open(context.Background(), rc, engine.Options{Logger: quiet, GroupInitialRebalanceDelay: -1})
+	opts.Logger, opts.GroupInitialRebalanceDelay = quiet, -1
+	eng, err := engine.Open(context.Background(), rc, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(eng.Close)
 	return eng, r
+}
+
+// indexedTopic creates a topic in the KV index with one record per key,
+// and returns once the index has caught up and counted its keys.
+func indexedTopic(t *testing.T, eng *engine.Engine, topic string, keys ...string) {
+	t.Helper()
+	ctx := context.Background()
+	tp, err := eng.CreateTopic(ctx, topic, 1, map[string]string{"korvet.index.enable": "true"}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		if _, _, err := tp.Partition(0).Append([]record.Record{{Key: []byte(k), Value: []byte("v"), Timestamp: time.Now().UnixMilli()}}).Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	countKeys(t, eng, topic)
+}
+
+// countKeys waits for the index to catch up, then counts topic's keys
+// (the figures the status shows are the last count).
+func countKeys(t *testing.T, eng *engine.Engine, topic string) {
+	t.Helper()
+	testbed.WaitFor(t, 30*time.Second, "the index to catch up", eng.KVReady)
+	if _, err := eng.KVTopicStats(context.Background(), topic, true); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // fill creates topic with the given partitions and appends n records to
@@ -183,35 +221,92 @@ func TestPageAssets(t *testing.T) {
 	}
 }
 
-func TestOptionalParts(t *testing.T) {
-	eng, _ := openEngine(t)
-	rebuilt := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	index := IndexStatus{Open: true, Keys: 42, SizeBytes: 4096, Lag: 3, LastRebuild: rebuilt}
-	h := New(eng, Options{
-		Version: "v1", Started: time.Now(), Logger: quiet,
-		Index: func(context.Context) (IndexStatus, error) { return index, nil },
-		Tiering: func(context.Context) (TieringStatus, error) {
-			return TieringStatus{BacklogSegments: 2, Errors: 1, LastError: "bucket unreachable", LastErrorAt: time.Now()}, nil
-		},
+// The index and tiering sections show the engine's figures, with their
+// troubles among the warnings; /readyz follows the index.
+func TestIndexAndTiering(t *testing.T) {
+	ctx := context.Background()
+	// An object store that does not answer: archiving fails, and sealed
+	// segments wait in Redis.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln.Close()
+	store, err := cold.Open(ctx, cold.Config{Warehouse: "s3://korvet/wh", Endpoint: "http://" + ln.Addr().String(),
+		AccessKey: "key", SecretKey: "secret", Region: "us-east-1", PathStyle: true}, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	eng, _ := openEngineWith(t, engine.Options{Index: engine.IndexOptions{Dir: t.TempDir()}, Cold: store, TieringInterval: 50 * time.Millisecond})
+	indexedTopic(t, eng, "users", "ann", "bob", "ann", "cy")
+	tp, err := eng.CreateTopic(ctx, "logs", 1, map[string]string{"remote.storage.enable": "true", "segment.bytes": "500", "retention.ms": "-1"}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		if _, _, err := tp.Partition(0).Append([]record.Record{{Value: make([]byte, 100), Timestamp: time.Now().UnixMilli() + int64(i)}}).Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testbed.WaitFor(t, 30*time.Second, "a backlog and an archiving error", func() bool {
+		tt, _ := eng.Tiering()
+		return tt.BacklogSegments > 0 && tt.Errors > 0
 	})
+	if err := eng.StartIndexRebuild(); err != nil {
+		t.Fatal(err)
+	}
+	testbed.WaitFor(t, 30*time.Second, "the index rebuild", func() bool {
+		rb := eng.KVRebuild()
+		return !rb.Running && !rb.Last.IsZero()
+	})
+	countKeys(t, eng, "users")
+
+	h := New(eng, Options{Version: "v1", Started: time.Now(), Logger: quiet})
+	w := get(t, h, "/api/v1/status", nil)
 	var st statusJSON
-	get(t, h, "/api/v1/status", &st)
-	if st.Index == nil || st.Index.Keys != 42 || !st.Index.LastRebuild.Equal(rebuilt) {
-		t.Errorf("index = %+v", st.Index)
+	if err := json.Unmarshal(w.Body.Bytes(), &st); err != nil {
+		t.Fatal(err)
 	}
-	if st.Tiering == nil || st.Tiering.BacklogSegments != 2 {
-		t.Errorf("tiering = %+v", st.Tiering)
+	rb := eng.KVRebuild()
+	if ix := st.Index; ix == nil || !ix.Open || ix.Keys != 3 || ix.SizeBytes <= 0 || ix.Lag != 0 || len(ix.Topics) != 1 || ix.Topics[0] != "users" ||
+		ix.Rebuilding || !ix.LastRebuild.Equal(rb.Last) || ix.Error != "" {
+		t.Errorf("index = %+v, want open, 3 keys of users, rebuilt at %v", st.Index, rb.Last)
 	}
-	if len(st.Warnings) != 1 || !strings.Contains(st.Warnings[0], "bucket unreachable") {
-		t.Errorf("warnings = %q", st.Warnings)
+	if tt, _ := eng.Tiering(); st.Tiering == nil || st.Tiering.BacklogSegments != tt.BacklogSegments || st.Tiering.Errors == 0 || st.Tiering.LastError == "" {
+		t.Errorf("tiering = %+v, want a backlog of %d segments and errors", st.Tiering, tt.BacklogSegments)
+	}
+	if st.Tiering != nil && (len(st.Warnings) != 1 || st.Warnings[0] != "Tiering: "+st.Tiering.LastError) {
+		t.Errorf("warnings = %q, want the archiving error", st.Warnings)
+	}
+	// The names the page reads (static/app.js).
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(w.Body.Bytes(), &raw); err != nil {
+		t.Fatal(err)
+	}
+	for part, want := range map[string][]string{
+		"index":   {"open", "keys", "size_bytes", "lag", "topics", "rebuilding", "last_rebuild"},
+		"tiering": {"backlog_segments", "backlog_bytes", "errors", "last_error", "last_error_at"},
+	} {
+		var fields map[string]any
+		if err := json.Unmarshal(raw[part], &fields); err != nil {
+			t.Fatalf("%s: %v", part, err)
+		}
+		var got []string
+		for k := range fields {
+			got = append(got, k)
+		}
+		slices.Sort(got)
+		slices.Sort(want)
+		if !slices.Equal(got, want) {
+			t.Errorf("%s has %q, want %q", part, got, want)
+		}
 	}
 
-	// /readyz follows the index.
-	var ready map[string]any
+	var ready struct{ Checks map[string]string }
 	get(t, h, "/readyz", &ready)
-	index.Open = false
-	if w := get(t, h, "/readyz", nil); w.Code != http.StatusServiceUnavailable || !strings.Contains(w.Body.String(), `"index":"not open"`) {
-		t.Errorf("/readyz with the index closed: %d %s", w.Code, w.Body)
+	if ready.Checks["index"] != "ok" {
+		t.Errorf("/readyz checks = %v, want the index ok", ready.Checks)
 	}
 }
 
@@ -240,16 +335,9 @@ func TestRedisWarnings(t *testing.T) {
 }
 
 func TestAdminToken(t *testing.T) {
-	eng, _ := openEngine(t)
+	eng, r := openEngineWith(t, engine.Options{Index: engine.IndexOptions{Dir: t.TempDir()}})
+	indexedTopic(t, eng, "users", "ann", "bob")
 	const token = "0123456789abcdef-secret"
-	var rebuilds int
-	rebuild := func(context.Context) error {
-		rebuilds++
-		if rebuilds > 1 {
-			return errors.New("a rebuild is already running")
-		}
-		return nil
-	}
 	post := func(h http.Handler, auth string) *httptest.ResponseRecorder {
 		req := httptest.NewRequest("POST", "/api/v1/index/rebuild", nil)
 		if auth != "" {
@@ -259,47 +347,68 @@ func TestAdminToken(t *testing.T) {
 		h.ServeHTTP(w, req)
 		return w
 	}
+	noRebuild := func(when string) {
+		t.Helper()
+		if rb := eng.KVRebuild(); rb.Running || !rb.Last.IsZero() {
+			t.Fatalf("%s: a rebuild ran: %+v", when, rb)
+		}
+	}
 
-	disabled := New(eng, Options{Version: "v1", Started: time.Now(), Logger: quiet, RebuildIndex: rebuild})
+	disabled := New(eng, Options{Version: "v1", Started: time.Now(), Logger: quiet})
 	if w := post(disabled, "Bearer "+token); w.Code != http.StatusForbidden || !strings.Contains(w.Body.String(), "admin_token") {
 		t.Errorf("no token configured: %d %s, want 403", w.Code, w.Body)
 	}
+	noRebuild("no token configured")
 
-	h := New(eng, Options{Version: "v1", Started: time.Now(), Logger: quiet, AdminToken: token, RebuildIndex: rebuild})
+	h := New(eng, Options{Version: "v1", Started: time.Now(), Logger: quiet, AdminToken: token})
 	for _, auth := range []string{"", "Bearer", "Bearer wrong", "Bearer " + token + "x", "Bearer " + token[:10], "Basic " + token, token} {
 		if w := post(h, auth); w.Code != http.StatusUnauthorized || w.Header().Get("WWW-Authenticate") == "" {
 			t.Errorf("Authorization %q: %d %s, want 401", auth, w.Code, w.Body)
 		}
 	}
-	if rebuilds != 0 {
-		t.Fatalf("rebuild ran %d times without the token", rebuilds)
+	noRebuild("without the token")
+
+	// With Redis paused the rebuild cannot read the log, so it is still
+	// running when the second request comes.
+	rc, err := resp.New(r.URL, resp.Options{})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if w := post(h, "Bearer "+token); w.Code != http.StatusAccepted || rebuilds != 1 {
-		t.Errorf("right token: %d %s, rebuilds %d; want 202 and one rebuild", w.Code, w.Body, rebuilds)
+	defer rc.Close()
+	if res, err := rc.Do(context.Background(), "CLIENT", "PAUSE", "3000", "ALL"); err != nil || res.Err() != nil {
+		t.Fatalf("CLIENT PAUSE: %v %v", err, res.Err())
+	}
+	if w := post(h, "Bearer "+token); w.Code != http.StatusAccepted || !eng.KVRebuild().Running {
+		t.Errorf("right token: %d %s, rebuild %+v; want 202 and a rebuild running", w.Code, w.Body, eng.KVRebuild())
 	}
 	if w := post(h, "Bearer "+token); w.Code != http.StatusConflict || !strings.Contains(w.Body.String(), "already running") {
 		t.Errorf("second rebuild: %d %s, want 409", w.Code, w.Body)
 	}
+	testbed.WaitFor(t, 30*time.Second, "the rebuild to end", func() bool {
+		rb := eng.KVRebuild()
+		return !rb.Running && !rb.Last.IsZero()
+	})
 	if w := get(t, h, "/api/v1/index/rebuild", nil); w.Code != http.StatusMethodNotAllowed {
 		t.Errorf("GET on a POST endpoint: %d", w.Code)
 	}
 
-	noIndex := New(eng, Options{Version: "v1", Started: time.Now(), Logger: quiet, AdminToken: token})
+	noIndexEng, _ := openEngine(t)
+	noIndex := New(noIndexEng, Options{Version: "v1", Started: time.Now(), Logger: quiet, AdminToken: token})
 	if w := post(noIndex, "Bearer "+token); w.Code != http.StatusNotImplemented {
 		t.Errorf("no index: %d %s, want 501", w.Code, w.Body)
 	}
 }
 
 func TestMetrics(t *testing.T) {
-	eng, _ := openEngine(t)
+	eng, _ := openEngineWith(t, engine.Options{Index: engine.IndexOptions{Dir: t.TempDir()}})
 	fill(t, eng, "orders", 2, 30, "billing", 12)
+	indexedTopic(t, eng, "users", "ann", "bob", "ann")
 	reg := prometheus.NewRegistry()
 	own := prometheus.NewCounter(prometheus.CounterOpts{Name: "korvet_test_counter", Help: "A counter from the process registry."})
 	reg.MustRegister(own)
 	own.Add(5)
 	h := New(eng, Options{Version: "v1.2.3", Started: time.Now(), Logger: quiet, Metrics: reg,
-		Kafka: func() KafkaStats { return KafkaStats{Connections: 4} },
-		Index: func(context.Context) (IndexStatus, error) { return IndexStatus{Open: true, Keys: 9, Lag: 2}, nil }})
+		Kafka: func() KafkaStats { return KafkaStats{Connections: 4} }})
 
 	w := get(t, h, "/metrics", nil)
 	if w.Code != http.StatusOK {
@@ -339,7 +448,7 @@ func TestMetrics(t *testing.T) {
 		{"korvet_test_counter", nil, 5},
 		{"korvet_build_info", map[string]string{"version": "v1.2.3"}, 1},
 		{"korvet_kafka_connections", nil, 4},
-		{"korvet_topics", nil, 1},
+		{"korvet_topics", nil, 2},
 		{"korvet_partition_high_watermark", map[string]string{"topic": "orders", "partition": "1"}, 30},
 		{"korvet_partition_log_start_offset", map[string]string{"topic": "orders", "partition": "0"}, 0},
 		{"korvet_group_lag", map[string]string{"group": "billing", "topic": "orders", "partition": "0"}, 18},
@@ -347,8 +456,8 @@ func TestMetrics(t *testing.T) {
 		{"korvet_redis_up", nil, 1},
 		{"korvet_redis_aof_enabled", nil, 1},
 		{"korvet_index_open", nil, 1},
-		{"korvet_index_keys", nil, 9},
-		{"korvet_index_lag_records", nil, 2},
+		{"korvet_index_keys", nil, 2},
+		{"korvet_index_lag_records", nil, 0},
 	} {
 		got, ok := value(c.name, c.labels)
 		if !ok || got != c.want {
@@ -357,6 +466,9 @@ func TestMetrics(t *testing.T) {
 	}
 	if rtt, ok := value("korvet_redis_round_trip_seconds", nil); !ok || rtt <= 0 || rtt > 1 {
 		t.Errorf("korvet_redis_round_trip_seconds = %v (found %v)", rtt, ok)
+	}
+	if b, ok := value("korvet_index_size_bytes", nil); !ok || b <= 0 {
+		t.Errorf("korvet_index_size_bytes = %v (found %v)", b, ok)
 	}
 	if b, ok := value("korvet_partition_appended_bytes_total", map[string]string{"topic": "orders", "partition": "0"}); !ok || b <= 0 {
 		t.Errorf("korvet_partition_appended_bytes_total = %v (found %v)", b, ok)

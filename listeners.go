@@ -1,20 +1,20 @@
 package main
 
 import (
-	"context"
 	"crypto/tls"
 	"fmt"
-	"log/slog"
 	"net"
-	"os"
 	"slices"
 	"strings"
 
 	"github.com/BurntSushi/toml"
 
-	"github.com/korvet/korvet/engine/auth"
 	"github.com/korvet/korvet/kafkawire"
+	"github.com/korvet/korvet/web"
 )
+
+// The Kafka listeners: [kafka] listen and [kafka.tls], each with its
+// authentication, checked when the config loads and opened by serve.
 
 // tlsListenerConfig is [kafka.tls]: a second Kafka listener, over TLS.
 type tlsListenerConfig struct {
@@ -35,8 +35,10 @@ const (
 	authBasic = "basic"
 )
 
-// checkSecurity validates the listener, SASL and ACL keys.
-func (c *Config) checkSecurity(bad func(k toml.Key, format string, args ...any) error) error {
+// checkListeners validates the doors' keys: the Kafka listeners with
+// their SASL mechanisms and super users, then HTTP's and admin_user, then
+// the TLS listener's certificates.
+func (c *Config) checkListeners(bad func(k toml.Key, format string, args ...any) error) error {
 	k, t := &c.Kafka, &c.Kafka.TLS
 	if t.Listen != "" {
 		if _, _, err := net.SplitHostPort(t.Listen); err != nil {
@@ -79,6 +81,9 @@ func (c *Config) checkSecurity(bad func(k toml.Key, format string, args ...any) 
 		}
 	}
 	if err := c.checkHTTPSecurity(bad); err != nil {
+		return err
+	}
+	if err := c.checkAdminUser(bad); err != nil {
 		return err
 	}
 	if t.Listen == "" {
@@ -159,87 +164,14 @@ func listenerName(l kafkawire.Listener) string {
 	return name
 }
 
-// checkHTTPSecurity validates [http] auth and TLS and the first admin
-// user. Anonymous HTTP is refused on any address but loopback unless the
-// file says so: the page, /metrics and the KV view would be open to
-// every phone and guest on the LAN.
-func (c *Config) checkHTTPSecurity(bad func(k toml.Key, format string, args ...any) error) error {
-	h := &c.HTTP
-	if h.Auth != authNone && h.Auth != authBasic {
-		return bad(toml.Key{"http", "auth"}, "want %q or %q, got %q", authNone, authBasic, h.Auth)
+// describeListeners lists each listener's address and advertised address
+// for the status page, and as attributes of the start message.
+func describeListeners(ls []kafkawire.Listener) (shown []web.Listener, logAttrs []any) {
+	for _, l := range ls {
+		name, advertised := listenerName(l), net.JoinHostPort(l.AdvertisedHost, fmt.Sprint(l.AdvertisedPort))
+		shown = append(shown, web.Listener{Name: name, Address: l.Addr().String()}, web.Listener{Name: name + " advertised", Address: advertised})
+		key := strings.ToLower(strings.ReplaceAll(name, " ", "_"))
+		logAttrs = append(logAttrs, key, l.Addr().String(), key+"_advertised", advertised)
 	}
-	if h.Auth == authNone && !h.AllowAnonymous && !loopbackListen(h.Listen) {
-		return bad(toml.Key{"http", "auth"}, "\"none\" would serve the status page, /metrics and every topic's values to anyone who can reach %s: set auth = \"basic\" (log in with the users of `korvet user add`), listen on 127.0.0.1, or set allow_anonymous = true if that network is yours alone", h.Listen)
-	}
-	for _, name := range h.Hosts {
-		if name == "" || strings.ContainsAny(name, " :/[]@") {
-			return bad(toml.Key{"http", "hosts"}, "want host names without port, like \"nas.lan\", got %q", name)
-		}
-	}
-	if (h.CertFile == "") != (h.KeyFile == "") {
-		return bad(toml.Key{"http", "cert_file"}, "HTTPS needs both cert_file and key_file")
-	}
-	if h.CertFile != "" {
-		if _, err := tls.LoadX509KeyPair(h.CertFile, h.KeyFile); err != nil {
-			return bad(toml.Key{"http", "cert_file"}, "%v", err)
-		}
-	}
-	if c.AdminUser != "" {
-		if err := auth.ValidUserName(c.AdminUser); err != nil {
-			return bad(toml.Key{"admin_user"}, "%v", err)
-		}
-		if c.AdminPasswordFile == "" {
-			return bad(toml.Key{"admin_password_file"}, "admin_user %q needs a file with its first password", c.AdminUser)
-		}
-	}
-	return nil
-}
-
-// loopbackListen reports whether host:port listens on loopback only.
-func loopbackListen(listen string) bool {
-	host, _, err := net.SplitHostPort(listen)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
-
-// superUsers are kafka.super_users and the admin user: super on every
-// door.
-func (c *Config) superUsers() []string {
-	su := slices.Clone(c.Kafka.SuperUsers)
-	if p := "User:" + c.AdminUser; c.AdminUser != "" && !slices.Contains(su, p) {
-		su = append(su, p)
-	}
-	return su
-}
-
-// ensureAdmin creates admin_user from admin_password_file when the user
-// has no credentials yet; an existing user is left as it is (change its
-// password with `korvet user add`).
-func ensureAdmin(ctx context.Context, cfg Config, users *auth.Store, log *slog.Logger) error {
-	if cfg.AdminUser == "" {
-		return nil
-	}
-	b, err := os.ReadFile(cfg.AdminPasswordFile)
-	if err != nil {
-		return fmt.Errorf("admin_password_file: %w", err)
-	}
-	password, _, _ := strings.Cut(string(b), "\n")
-	password = strings.TrimSuffix(password, "\r")
-	if password == "" {
-		return fmt.Errorf("admin_password_file %s: the first line is empty", cfg.AdminPasswordFile)
-	}
-	created, err := users.AddUserIfAbsent(ctx, cfg.AdminUser, password, auth.DefaultIterations)
-	if err != nil {
-		return fmt.Errorf("create admin_user %q: %w", cfg.AdminUser, err)
-	}
-	if created {
-		log.Info("created the admin user from admin_password_file", "user", cfg.AdminUser, "file", cfg.AdminPasswordFile)
-	}
-	return nil
+	return shown, logAttrs
 }

@@ -1,0 +1,198 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/korvet/korvet/cold"
+	"github.com/korvet/korvet/engine"
+	"github.com/korvet/korvet/engine/auth"
+	"github.com/korvet/korvet/kafkawire"
+	"github.com/korvet/korvet/resp"
+	"github.com/korvet/korvet/web"
+)
+
+// serve runs korvet until ctx ends: Redis, the cold tier, the engine and
+// the users first, then the doors (Kafka listeners, HTTP, the admin
+// socket). On the way out the Kafka listeners drain, then HTTP stops.
+func serve(ctx context.Context, cfg Config, logOut io.Writer) error {
+	log := newLogger(cfg, logOut)
+	started := time.Now()
+
+	rc, err := connectRedis(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	// The cold tier opens even while the object store is down: archiving
+	// waits for it, and data stays in Redis meanwhile.
+	store, err := cold.Open(ctx, cfg.coldConfig(), log)
+	if err != nil {
+		return fmt.Errorf("cold tier: %w", err)
+	}
+	defer store.Close()
+	eng, err := engine.Open(ctx, rc, engineOptions(cfg, store, log))
+	if err != nil {
+		return fmt.Errorf("open engine: %w", err)
+	}
+	defer eng.Close()
+	users, policy, err := openUsers(ctx, cfg, rc, log)
+	if err != nil {
+		return err
+	}
+
+	kls, err := kafkaListeners(cfg)
+	if err != nil {
+		return err
+	}
+	// One registry per process (no global default): tests run several
+	// korvets in one binary.
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	kmetrics := kafkawire.NewMetrics(reg)
+	ks := newKafkaServer(cfg, eng, users, policy, kmetrics, log)
+
+	hln, err := net.Listen("tcp", cfg.HTTP.Listen)
+	if err != nil {
+		closeListeners(kls)
+		return fmt.Errorf("http listen on %s: %w", cfg.HTTP.Listen, err)
+	}
+	shown, logListeners := describeListeners(kls)
+	hs := serveHTTP(cfg, hln, web.New(eng, web.Options{
+		Version:       version,
+		Started:       started,
+		Listeners:     append(shown, web.Listener{Name: "HTTP", Address: hln.Addr().String()}),
+		Kafka:         kafkaStats(ks, kmetrics),
+		Metrics:       reg,
+		AdminToken:    cfg.HTTP.AdminToken,
+		Login:         cfg.HTTP.Auth,
+		Passwords:     users,
+		Policy:        policy,
+		RestrictHosts: cfg.HTTP.Auth == authNone,
+		Hosts:         cfg.HTTP.Hosts,
+		Logger:        log,
+
+		KVMgetMaxBytes: cfg.HTTP.KVMgetMaxBytes,
+	}), log)
+	// The same API on a unix socket in data_dir, owner-only: local
+	// administration (korvet index rebuild, the nightly timer) without a
+	// token, as the file permissions already say who may.
+	us, err := serveAdminSocket(adminSocket(cfg), hs.Handler, log)
+	if err != nil {
+		log.Warn("no local admin socket; korvet index rebuild needs [http] admin_token while korvet runs", "err", err)
+	}
+	log.Info("korvet started", append(append([]any{"version", version}, logListeners...), "http", hln.Addr().String(), "redis", cfg.shownRedisURL(), "keyspace", cfg.Redis.Keyspace)...)
+
+	err = ks.ServeListeners(ctx, cfg.ShutdownGrace.Duration, kls...)
+	stopHTTP(cfg, hs, us)
+	log.Info("korvet stopped")
+	return err
+}
+
+func newLogger(cfg Config, out io.Writer) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(cfg.LogLevel))
+	return slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: level}))
+}
+
+// connectRedis returns a client of the Redis in [redis] once it answers.
+func connectRedis(ctx context.Context, cfg Config, log *slog.Logger) (*resp.Client, error) {
+	rc, err := resp.New(cfg.Redis.URL, resp.Options{PoolSize: cfg.Redis.PoolSize, Timeout: cfg.Redis.Timeout.Duration, Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("redis: %w", err)
+	}
+	pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	err = rc.Ping(pingCtx)
+	cancel()
+	if err != nil {
+		rc.Close()
+		return nil, fmt.Errorf("redis at %s does not answer (is redis-server running? set [redis] url in the config): %w", cfg.shownRedisURL(), err)
+	}
+	return rc, nil
+}
+
+func engineOptions(cfg Config, store *cold.Store, log *slog.Logger) engine.Options {
+	return engine.Options{
+		Keyspace:          cfg.Redis.Keyspace,
+		AutoCreateTopics:  cfg.Kafka.AutoCreateTopics,
+		DefaultPartitions: cfg.Kafka.DefaultPartitions,
+		TopicDefaults:     cfg.topicDefaults,
+		Cold:              store,
+		TieringInterval:   cfg.Cold.ArchiveInterval.Duration,
+		Index:             engine.IndexOptions{Dir: indexDir(cfg)},
+		// The engine reads 0 as its default; "0s" in the file means none.
+		GroupInitialRebalanceDelay: cmp.Or(cfg.Kafka.GroupInitialRebalanceDelay.Duration, -1),
+		Logger:                     log,
+
+		// Bounds on what clients can create.
+		MaxPartitionsPerTopic: cfg.Kafka.MaxPartitionsPerTopic,
+		MaxPartitions:         cfg.Kafka.MaxPartitions,
+	}
+}
+
+// openUsers opens the SASL users and ACLs, creates admin_user on first
+// start, and returns the one policy of every door: the Kafka listeners
+// and HTTP.
+func openUsers(ctx context.Context, cfg Config, rc *resp.Client, log *slog.Logger) (*auth.Store, *auth.Policy, error) {
+	users, err := auth.Open(ctx, rc, auth.Options{Keyspace: cfg.Redis.Keyspace, Logger: log})
+	if err != nil {
+		return nil, nil, fmt.Errorf("open users and ACLs: %w", err)
+	}
+	if err := ensureAdmin(ctx, cfg, users, log); err != nil {
+		return nil, nil, err
+	}
+	return users, &auth.Policy{Store: users, ACLs: cfg.Kafka.ACLs, SuperUsers: cfg.superUsers()}, nil
+}
+
+func newKafkaServer(cfg Config, eng *engine.Engine, users *auth.Store, policy *auth.Policy, m *kafkawire.Metrics, log *slog.Logger) *kafkawire.Server {
+	return kafkawire.NewServer(eng, kafkawire.Options{
+		MaxRequestBytes:      cfg.Kafka.MaxRequestBytes,
+		NodeID:               cfg.Kafka.NodeID,
+		MaxConnections:       cfg.Kafka.MaxConnections,
+		MaxInFlightBytes:     cfg.Kafka.MaxInFlightBytes,
+		Metrics:              m,
+		Auth:                 users,
+		ACLs:                 cfg.Kafka.ACLs,
+		SuperUsers:           policy.SuperUsers,
+		AllowPlainWithoutTLS: cfg.Kafka.AllowPlainWithoutTLS,
+		Logger:               log,
+
+		// Bounds on what one client can make korvet hold.
+		MaxProduceDecompressedBytes: cfg.Kafka.MaxProduceDecompressedBytes,
+		MaxConnectionsPerIP:         cfg.Kafka.MaxConnectionsPerIP,
+		SASLAuthTimeout:             cfg.Kafka.SASLAuthTimeout.Duration,
+		ConnectionsMaxIdle:          cfg.Kafka.ConnectionsMaxIdle.Duration,
+	})
+}
+
+// kafkaStats feeds the status page from the Kafka server, which web does
+// not import.
+func kafkaStats(ks *kafkawire.Server, m *kafkawire.Metrics) func() web.KafkaStats {
+	return func() web.KafkaStats {
+		t := m.Totals()
+		return web.KafkaStats{Connections: ks.Connected.Load(), Requests: t.Requests, BytesIn: t.BytesIn, BytesOut: t.BytesOut,
+			ProducedRecords: t.ProducedRecords, FetchedRecords: t.FetchedRecords}
+	}
+}
+
+// stopHTTP gives the requests in flight on HTTP and the admin socket (nil
+// when it did not open) 5s to finish, then removes the socket.
+func stopHTTP(cfg Config, hs, us *http.Server) {
+	shutCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = hs.Shutdown(shutCtx)
+	if us != nil {
+		_ = us.Shutdown(shutCtx)
+		_ = os.Remove(adminSocket(cfg))
+	}
+}
