@@ -62,9 +62,9 @@ func newPartition(t *Topic, id int32) *Partition {
 	return &Partition{
 		t:           t,
 		id:          id,
-		metaKey:     t.e.k.partition(t.name, id),
-		batchesKey:  t.e.k.batches(t.name, id),
-		segmentsKey: t.e.k.segments(t.name, id),
+		metaKey:     t.e.k.Partition(t.name, id),
+		batchesKey:  t.e.k.Batches(t.name, id),
+		segmentsKey: t.e.k.Segments(t.name, id),
 		maxTs:       -1,
 		waiters:     make(map[chan<- struct{}]struct{}),
 	}
@@ -89,7 +89,7 @@ func (p *Partition) StreamKey() string {
 	return p.streamKey(p.openID())
 }
 
-func (p *Partition) streamKey(seg int64) string { return p.t.e.k.stream(p.t.name, p.id, seg) }
+func (p *Partition) streamKey(seg int64) string { return p.t.e.k.Stream(p.t.name, p.id, seg) }
 
 // openID is the open segment's id; p.mu must be held.
 func (p *Partition) openID() int64 {
@@ -693,7 +693,7 @@ func (p *Partition) planTrim(pl *resp.Pipeline, st *flushState) {
 				pl.Cmd("UNLINK", p.streamKey(sg.ID))
 			}
 			if sg.File != "" {
-				pl.Cmd("SADD", p.t.e.k.coldGarbage(), "file\x00"+p.t.name+"\x00"+sg.File)
+				pl.Cmd("SADD", p.t.e.k.ColdGarbage(), "file\x00"+p.t.name+"\x00"+sg.File)
 			}
 			st.removed = append(st.removed, sg.ID)
 		case sg.Base < target && sg.Local:
