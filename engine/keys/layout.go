@@ -9,8 +9,8 @@ type Key struct {
 	Holds   string // what it holds, in short
 }
 
-// Layout lists every kind of key, in the order of the README's storage
-// table, which a test checks against it.
+// Layout lists every kind of key. A test in package main checks the
+// README's storage table against it, both ways.
 func Layout() []Key {
 	return []Key{
 		{"{keyspace}:storage:local:{topic}:{partition}:{segment}", "stream", "one segment's records, ID <offset>-<1+codec>"},
