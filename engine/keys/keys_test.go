@@ -33,10 +33,10 @@ func TestKeysPinned(t *testing.T) {
 	}
 }
 
-// TestLayoutMatchesBuilders checks that Layout lists every key Space
+// TestKeysLayoutMatchesBuilders checks that Layout lists every key Space
 // builds, with the pattern it builds: each builder, given distinct sample
 // values, yields its pattern with the placeholders filled in.
-func TestLayoutMatchesBuilders(t *testing.T) {
+func TestKeysLayoutMatchesBuilders(t *testing.T) {
 	sample := strings.NewReplacer("{keyspace}", "ks", "{topic}", "orders", "{partition}", "3",
 		"{segment}", "7", "{group}", "billing", "{mechanism}", "SCRAM-SHA-512")
 	s := Space("ks")
