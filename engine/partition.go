@@ -257,7 +257,7 @@ func (p *Partition) AppendFrom(prod Producer, recs []record.Record) *Pending {
 // codec (Kafka's attribute bits: 1 gzip, 2 snappy, 3 lz4, 4 zstd), which
 // fetches then use again.
 func (p *Partition) AppendBatch(prod Producer, codec int8, recs []record.Record) *Pending {
-	if codec < 0 || codec > 4 {
+	if codec < 0 || codec > entry.MaxCodec {
 		codec = 0
 	}
 	pd := &Pending{recs: recs, prod: prod, codec: codec, done: make(chan struct{}), logAppendTime: -1}
