@@ -170,7 +170,7 @@ func (e *Engine) saveMeta(ctx context.Context, name string, m topicMeta) error {
 	if err != nil {
 		return fmt.Errorf("save topic %q: %w", name, err)
 	}
-	if _, err := e.rc.Do(ctx, "HSET", e.k.topics(), name, js); err != nil {
+	if _, err := e.rc.Do(ctx, "HSET", e.k.Topics(), name, js); err != nil {
 		return fmt.Errorf("%w: save topic %q: %v", ErrStorageUnavailable, name, err)
 	}
 	return nil

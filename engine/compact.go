@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/korvet/korvet/engine/entry"
 	"github.com/korvet/korvet/engine/index"
 	"github.com/korvet/korvet/resp"
 )
@@ -265,7 +266,7 @@ func (kv *kvIndex) compactPartition(ctx context.Context, kp *kvPart, force bool)
 			}
 			id := recordID{offset: r.Offset}
 			if len(rr.Codecs) == len(rr.Records) {
-				id.seq = int64(rr.Codecs[i]) + 1
+				id.codec, id.known = rr.Codecs[i], true
 			}
 			res.Scanned++
 			if r.Key == nil {
@@ -372,14 +373,13 @@ func (kv *kvIndex) dropTombstones(ctx context.Context, kp *kvPart, tombs []tombC
 	return kp.p.deleteRecords(ctx, ids)
 }
 
-// recordID names a record's stream entry: "<offset>-<seq>", seq being 1 +
-// the producer's compression codec (see parseEntryIDSeq); 0 when unknown.
+// recordID names a record's stream entry (entry.AppendID): its offset and,
+// when known, the producer's compression codec.
 type recordID struct {
-	offset, seq int64
+	offset int64
+	codec  int8
+	known  bool
 }
-
-// maxEntrySeq is the largest seq korvet writes (codec 4, zstd).
-const maxEntrySeq = 5
 
 // deleteRecords removes records from the log (compaction), routing each
 // to its segment's stream. Records of segments that have left Redis are
@@ -422,13 +422,13 @@ func (p *Partition) deleteRecords(ctx context.Context, recs []recordID) (int64, 
 			emit()
 			seg = id
 		}
-		if rec.seq > 0 {
-			ids = append(ids, strconv.FormatInt(off, 10)+"-"+strconv.FormatInt(rec.seq, 10))
+		if rec.known {
+			ids = append(ids, string(entry.AppendID(nil, off, rec.codec)))
 			continue
 		}
-		// Unknown: every seq korvet writes (XDEL ignores missing IDs).
-		for seq := 1; seq <= maxEntrySeq; seq++ {
-			ids = append(ids, strconv.FormatInt(off, 10)+"-"+strconv.Itoa(seq))
+		// Unknown: every ID the record may have (XDEL ignores missing IDs).
+		for codec := range entry.MaxCodec + 1 {
+			ids = append(ids, string(entry.AppendID(nil, off, codec)))
 		}
 	}
 	emit()

@@ -17,26 +17,8 @@ import (
 
 	"github.com/korvet/korvet/cold"
 	"github.com/korvet/korvet/engine/group"
+	"github.com/korvet/korvet/engine/keys"
 	"github.com/korvet/korvet/resp"
-)
-
-// Errors the engine returns; the wire layer maps them to Kafka error codes.
-var (
-	ErrUnknownTopic       = errors.New("unknown topic or partition")
-	ErrTopicExists        = errors.New("topic already exists")
-	ErrInvalidTopic       = errors.New("invalid topic name")
-	ErrInvalidPartitions  = errors.New("invalid number of partitions")
-	ErrInvalidConfig      = errors.New("invalid topic config")
-	ErrMessageTooLarge    = errors.New("record batch larger than max.message.bytes")
-	ErrOffsetOutOfRange   = errors.New("offset out of range")
-	ErrStorageUnavailable = errors.New("redis unavailable")
-	ErrInvalidRecord      = errors.New("invalid record")
-	ErrTopicDeleted       = errors.New("topic is being deleted")
-	// ErrPolicyViolation is a request the broker's limits refuse (Kafka's
-	// POLICY_VIOLATION), such as more partitions than allowed.
-	ErrPolicyViolation = errors.New("refused by broker policy")
-	// ErrClosed is an operation on a closed Engine.
-	ErrClosed = errors.New("engine closed")
 )
 
 // Options configure an Engine.
@@ -82,7 +64,7 @@ type Options struct {
 type Engine struct {
 	rc      *resp.Client
 	opts    Options
-	k       keys
+	k       keys.Space
 	log     *slog.Logger
 	cluster string
 
@@ -115,7 +97,7 @@ type Engine struct {
 // (retention). Close stops it.
 func Open(ctx context.Context, rc *resp.Client, opts Options) (*Engine, error) {
 	if opts.Keyspace == "" {
-		opts.Keyspace = "korvet"
+		opts.Keyspace = keys.Default
 	}
 	if opts.DefaultPartitions <= 0 {
 		opts.DefaultPartitions = 1
@@ -144,7 +126,7 @@ func Open(ctx context.Context, rc *resp.Client, opts Options) (*Engine, error) {
 	e := &Engine{
 		rc:     rc,
 		opts:   opts,
-		k:      keys{opts.Keyspace},
+		k:      keys.Space(opts.Keyspace),
 		log:    opts.Logger,
 		topics: make(map[string]*Topic),
 		byID:   make(map[[16]byte]*Topic),
@@ -236,10 +218,10 @@ func (e *Engine) Keyspace() string { return e.opts.Keyspace }
 
 func (e *Engine) loadCluster(ctx context.Context) error {
 	id := newID()
-	if _, err := e.rc.Do(ctx, "HSETNX", e.k.cluster(), "id", hex.EncodeToString(id[:])); err != nil {
+	if _, err := e.rc.Do(ctx, "HSETNX", e.k.Cluster(), "id", hex.EncodeToString(id[:])); err != nil {
 		return fmt.Errorf("store cluster id: %w", err)
 	}
-	r, err := e.rc.Do(ctx, "HGET", e.k.cluster(), "id")
+	r, err := e.rc.Do(ctx, "HGET", e.k.Cluster(), "id")
 	if err != nil {
 		return fmt.Errorf("load cluster id: %w", err)
 	}
@@ -256,7 +238,7 @@ type topicMeta struct {
 }
 
 func (e *Engine) loadTopics(ctx context.Context) error {
-	r, err := e.rc.Do(ctx, "HGETALL", e.k.topics())
+	r, err := e.rc.Do(ctx, "HGETALL", e.k.Topics())
 	if err != nil {
 		return fmt.Errorf("load topics: %w", err)
 	}
@@ -266,7 +248,7 @@ func (e *Engine) loadTopics(ctx context.Context) error {
 		name := string(elems[i].Bytes())
 		var m topicMeta
 		if err := json.Unmarshal(elems[i+1].Bytes(), &m); err != nil {
-			return fmt.Errorf("load topic %q: bad metadata in %s: %w", name, e.k.topics(), err)
+			return fmt.Errorf("load topic %q: bad metadata in %s: %w", name, e.k.Topics(), err)
 		}
 		t, err := e.newTopic(name, m)
 		if err != nil {
@@ -370,7 +352,7 @@ func (e *Engine) CreateTopic(ctx context.Context, name string, partitions int32,
 	if err != nil {
 		return nil, fmt.Errorf("create topic %q: %w", name, err)
 	}
-	r, err := e.rc.Do(ctx, "HSETNX", e.k.topics(), name, js)
+	r, err := e.rc.Do(ctx, "HSETNX", e.k.Topics(), name, js)
 	if err != nil {
 		return nil, fmt.Errorf("create topic %q: %w", name, err)
 	}
@@ -429,7 +411,7 @@ func (e *Engine) DeleteTopic(ctx context.Context, name string) error {
 		p.close()
 	}
 	var pl resp.Pipeline
-	pl.Cmd("HDEL", e.k.topics(), name)
+	pl.Cmd("HDEL", e.k.Topics(), name)
 	for _, p := range t.Partitions() {
 		for _, sg := range p.Segments() {
 			pl.Cmd("UNLINK", p.streamKey(sg.ID))
@@ -439,7 +421,7 @@ func (e *Engine) DeleteTopic(ctx context.Context, name string) error {
 	if e.opts.Cold != nil {
 		// The worker drops the topic's cold table (retrying while the
 		// object store is down).
-		pl.Cmd("SADD", e.k.coldGarbage(), "drop\x00"+name+"\x00"+hex.EncodeToString(t.id[:]))
+		pl.Cmd("SADD", e.k.ColdGarbage(), "drop\x00"+name+"\x00"+hex.EncodeToString(t.id[:]))
 	}
 	rs, err := e.rc.Exec(ctx, &pl)
 	if err != nil {
@@ -498,7 +480,7 @@ func (e *Engine) retentionLoop() {
 
 // NewProducerID allocates a producer id, unique for the keyspace's life.
 func (e *Engine) NewProducerID(ctx context.Context) (int64, error) {
-	r, err := e.rc.Do(ctx, "HINCRBY", e.k.cluster(), "producer_ids", 1)
+	r, err := e.rc.Do(ctx, "HINCRBY", e.k.Cluster(), "producer_ids", 1)
 	if err != nil {
 		return -1, fmt.Errorf("%w: allocate producer id: %v", ErrStorageUnavailable, err)
 	}

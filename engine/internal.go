@@ -15,9 +15,6 @@ const offsetsTopic = "__consumer_offsets"
 // Internal reports whether the topic is one of Kafka's internal topics.
 func (t *Topic) Internal() bool { return t.name == offsetsTopic }
 
-// ErrInternalTopic is returned for writes to or deletion of an internal topic.
-var ErrInternalTopic = fmt.Errorf("%w: internal topics are korvet's own", ErrInvalidTopic)
-
 func (e *Engine) ensureInternalTopics(ctx context.Context) error {
 	if e.Topic(offsetsTopic) != nil {
 		return nil

@@ -62,9 +62,9 @@ func newPartition(t *Topic, id int32) *Partition {
 	return &Partition{
 		t:           t,
 		id:          id,
-		metaKey:     t.e.k.partition(t.name, id),
-		batchesKey:  t.e.k.batches(t.name, id),
-		segmentsKey: t.e.k.segments(t.name, id),
+		metaKey:     t.e.k.Partition(t.name, id),
+		batchesKey:  t.e.k.Batches(t.name, id),
+		segmentsKey: t.e.k.Segments(t.name, id),
 		maxTs:       -1,
 		waiters:     make(map[chan<- struct{}]struct{}),
 	}
@@ -89,7 +89,7 @@ func (p *Partition) StreamKey() string {
 	return p.streamKey(p.openID())
 }
 
-func (p *Partition) streamKey(seg int64) string { return p.t.e.k.stream(p.t.name, p.id, seg) }
+func (p *Partition) streamKey(seg int64) string { return p.t.e.k.Stream(p.t.name, p.id, seg) }
 
 // openID is the open segment's id; p.mu must be held.
 func (p *Partition) openID() int64 {
@@ -176,7 +176,7 @@ func (p *Partition) loadState(meta, segs resp.Reply, top *resp.Reply) error {
 		ent = top.Elems(ent)
 		e2 = ent[0].Elems(e2)
 		if len(e2) == 2 {
-			if off, err := parseEntryID(e2[0].Bytes()); err == nil && off+1 > next {
+			if off, _, err := entry.ParseID(e2[0].Bytes()); err == nil && off+1 > next {
 				p.t.e.log.Warn("partition counter behind its stream; repairing", "topic", p.t.name, "partition", p.id, "counter", next, "stream_next", off+1)
 				next = off + 1
 			}
@@ -192,36 +192,11 @@ func (p *Partition) loadState(meta, segs resp.Reply, top *resp.Reply) error {
 	return nil
 }
 
-// parseEntryID returns the offset of a stream entry ID "<offset>-<seq>".
+// parseEntryID returns the offset of a stream entry ID. It remains for
+// kv.go's key scan only; the KV split switches that call to entry.ParseID.
 func parseEntryID(id []byte) (int64, error) {
-	off, _, err := parseEntryIDSeq(id)
+	off, _, err := entry.ParseID(id)
 	return off, err
-}
-
-// parseEntryIDSeq returns both parts of a stream entry ID. korvet writes
-// seq = 1 + the compression codec the producer used (0 none ... 4 zstd),
-// so fetches can hand records back compressed as they came, at no cost
-// in stream fields.
-func parseEntryIDSeq(id []byte) (off, seq int64, err error) {
-	i := 0
-	for ; i < len(id) && id[i] != '-'; i++ {
-		c := id[i]
-		if c < '0' || c > '9' || off > (1<<62) {
-			return 0, 0, fmt.Errorf("bad stream entry id %q", id)
-		}
-		off = off*10 + int64(c-'0')
-	}
-	if i == 0 {
-		return 0, 0, fmt.Errorf("bad stream entry id %q", id)
-	}
-	for i++; i < len(id); i++ {
-		c := id[i]
-		if c < '0' || c > '9' || seq > (1<<58) {
-			return 0, 0, fmt.Errorf("bad stream entry id %q", id)
-		}
-		seq = seq*10 + int64(c-'0')
-	}
-	return off, seq, nil
 }
 
 // CommitHook is called with the records of one committed transaction (in
@@ -282,7 +257,7 @@ func (p *Partition) AppendFrom(prod Producer, recs []record.Record) *Pending {
 // codec (Kafka's attribute bits: 1 gzip, 2 snappy, 3 lz4, 4 zstd), which
 // fetches then use again.
 func (p *Partition) AppendBatch(prod Producer, codec int8, recs []record.Record) *Pending {
-	if codec < 0 || codec > 4 {
+	if codec < 0 || codec > entry.MaxCodec {
 		codec = 0
 	}
 	pd := &Pending{recs: recs, prod: prod, codec: codec, done: make(chan struct{}), logAppendTime: -1}
@@ -423,8 +398,7 @@ func (p *Partition) flushLoop() {
 				pl.Array(3 + 2*pairs)
 				pl.String("XADD")
 				pl.String(stream)
-				idBuf = strconv.AppendInt(idBuf[:0], r.Offset, 10)
-				idBuf = append(idBuf, '-', byte('1'+op.codec))
+				idBuf = entry.AppendID(idBuf[:0], r.Offset, op.codec)
 				pl.Bulk(idBuf)
 				enc.Append(&pl)
 			}
@@ -437,7 +411,8 @@ func (p *Partition) flushLoop() {
 			pl.Cmd(args...)
 		}
 		if st.next > st.base {
-			pl.Cmd("XADD", p.batchesKey, strconv.FormatInt(st.next-1, 10)+"-1", "t", st.maxTs, "b", st.bytes)
+			idBuf = entry.AppendID(idBuf[:0], st.next-1, 0)
+			pl.Cmd("XADD", p.batchesKey, idBuf, "t", st.maxTs, "b", st.bytes)
 		}
 		if trim {
 			p.planTrim(&pl, &st)
@@ -718,7 +693,7 @@ func (p *Partition) planTrim(pl *resp.Pipeline, st *flushState) {
 				pl.Cmd("UNLINK", p.streamKey(sg.ID))
 			}
 			if sg.File != "" {
-				pl.Cmd("SADD", p.t.e.k.coldGarbage(), "file\x00"+p.t.name+"\x00"+sg.File)
+				pl.Cmd("SADD", p.t.e.k.ColdGarbage(), "file\x00"+p.t.name+"\x00"+sg.File)
 			}
 			st.removed = append(st.removed, sg.ID)
 		case sg.Base < target && sg.Local:

@@ -1,19 +1,10 @@
 package engine
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"strconv"
 	"strings"
-)
-
-// Errors of idempotent producers, mapped to Kafka's codes by the wire layer.
-var (
-	ErrOutOfOrderSequence   = errors.New("out of order sequence number")
-	ErrDuplicateSequence    = errors.New("duplicate sequence number")
-	ErrInvalidProducerEpoch = errors.New("producer epoch is older than the current one")
-	ErrUnknownProducerID    = errors.New("unknown producer id")
 )
 
 // producerBatches is how many of a producer's last batches a partition

@@ -127,13 +127,9 @@ func (p *Partition) readStream(ctx context.Context, res *ReadResult, seg, from, 
 		if len(res.pair) != 2 {
 			return fmt.Errorf("malformed stream entry")
 		}
-		off, seq, err := parseEntryIDSeq(res.pair[0].Bytes())
+		off, codec, err := entry.ParseID(res.pair[0].Bytes())
 		if err != nil {
 			return err
-		}
-		codec := int8(0)
-		if seq >= 1 && seq <= 5 {
-			codec = int8(seq - 1)
 		}
 		res.dec.Begin()
 		odd := false
@@ -246,7 +242,7 @@ func parseBatchEntry(r resp.Reply) (last, maxTs int64, ok bool) {
 	if len(pair) != 2 {
 		return 0, 0, false
 	}
-	last, err := parseEntryID(pair[0].Bytes())
+	last, _, err := entry.ParseID(pair[0].Bytes())
 	if err != nil {
 		return 0, 0, false
 	}
@@ -304,7 +300,7 @@ func (p *Partition) retentionTarget(ctx context.Context, now time.Time) (int64, 
 			if len(pair) != 2 {
 				return target, nil
 			}
-			last, err := parseEntryID(pair[0].Bytes())
+			last, _, err := entry.ParseID(pair[0].Bytes())
 			if err != nil {
 				return target, nil
 			}
@@ -327,7 +323,7 @@ func (p *Partition) retentionTarget(ctx context.Context, now time.Time) (int64, 
 				return target, nil
 			}
 			target = min(last+1, hw)
-			from = "(" + strconv.FormatInt(last, 10) + "-1"
+			from = string(entry.AppendID([]byte("("), last, 0))
 		}
 	}
 }

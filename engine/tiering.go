@@ -276,7 +276,7 @@ func (p *Partition) readCold(ctx context.Context, sg Segment, from int64, maxByt
 // collectColdGarbage deletes cold files that retention or topic deletion
 // removed from registries.
 func (e *Engine) collectColdGarbage(ctx context.Context) error {
-	r, err := e.rc.Do(ctx, "SMEMBERS", e.k.coldGarbage())
+	r, err := e.rc.Do(ctx, "SMEMBERS", e.k.ColdGarbage())
 	if err != nil {
 		return fmt.Errorf("cold garbage: %w", err)
 	}
@@ -301,7 +301,7 @@ func (e *Engine) collectColdGarbage(ctx context.Context) error {
 					return fmt.Errorf("drop cold table of %s: %w", topic, err)
 				}
 			}
-			if _, err := e.rc.Do(ctx, "SREM", e.k.coldGarbage(), m); err != nil {
+			if _, err := e.rc.Do(ctx, "SREM", e.k.ColdGarbage(), m); err != nil {
 				return fmt.Errorf("cold garbage: %w", err)
 			}
 		}
@@ -310,7 +310,7 @@ func (e *Engine) collectColdGarbage(ctx context.Context) error {
 		if err := e.opts.Cold.Remove(ctx, topic, files); err != nil {
 			return fmt.Errorf("remove cold files of %s: %w", topic, err)
 		}
-		args := []any{"SREM", e.k.coldGarbage()}
+		args := []any{"SREM", e.k.ColdGarbage()}
 		for _, f := range files {
 			args = append(args, "file\x00"+topic+"\x00"+f.Path)
 		}

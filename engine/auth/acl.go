@@ -354,7 +354,7 @@ func (s *Store) CreateACLs(ctx context.Context, acls []ACL) error {
 	defer s.aclMu.Unlock()
 	cur := s.acls.Load()
 	next := &aclSet{list: slices.Clone(cur.list), raw: slices.Clone(cur.raw)}
-	args := []any{"SADD", s.aclKey()}
+	args := []any{"SADD", s.k.ACLs()}
 	for _, a := range acls {
 		if slices.Contains(next.list, a) {
 			continue
@@ -388,7 +388,7 @@ func (s *Store) DeleteACLs(ctx context.Context, filters []Filter) ([][]ACL, erro
 	cur := s.acls.Load()
 	out := make([][]ACL, len(filters))
 	next := &aclSet{}
-	args := []any{"SREM", s.aclKey()}
+	args := []any{"SREM", s.k.ACLs()}
 	for i, a := range cur.list {
 		hit := false
 		for fi, f := range filters {
@@ -420,7 +420,7 @@ func (s *Store) DeleteACLs(ctx context.Context, filters []Filter) ([][]ACL, erro
 }
 
 func (s *Store) loadACLs(ctx context.Context) error {
-	r, err := s.rc.Do(ctx, "SMEMBERS", s.aclKey())
+	r, err := s.rc.Do(ctx, "SMEMBERS", s.k.ACLs())
 	if err != nil {
 		return fmt.Errorf("load ACLs: %w", err)
 	}
@@ -429,10 +429,10 @@ func (s *Store) loadACLs(ctx context.Context) error {
 	for _, e := range r.Elems(elems) {
 		var a ACL
 		if err := json.Unmarshal(e.Bytes(), &a); err != nil {
-			return fmt.Errorf("load ACLs: bad member %q of %s: %w", e.Bytes(), s.aclKey(), err)
+			return fmt.Errorf("load ACLs: bad member %q of %s: %w", e.Bytes(), s.k.ACLs(), err)
 		}
 		if err := a.Validate(); err != nil {
-			return fmt.Errorf("load ACLs: member %q of %s: %w", e.Bytes(), s.aclKey(), err)
+			return fmt.Errorf("load ACLs: member %q of %s: %w", e.Bytes(), s.k.ACLs(), err)
 		}
 		set.list = append(set.list, a)
 		set.raw = append(set.raw, string(e.Bytes()))

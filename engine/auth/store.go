@@ -17,6 +17,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/korvet/korvet/engine/keys"
 	"github.com/korvet/korvet/resp"
 )
 
@@ -31,7 +32,7 @@ type Options struct {
 // made through the Store go to Redis first, then to memory.
 type Store struct {
 	rc   *resp.Client
-	ks   string
+	k    keys.Space
 	log  *slog.Logger
 	seed []byte // keys the decoy salts of unknown users
 
@@ -42,12 +43,12 @@ type Store struct {
 // Open returns a Store on rc and loads the ACLs.
 func Open(ctx context.Context, rc *resp.Client, opts Options) (*Store, error) {
 	if opts.Keyspace == "" {
-		opts.Keyspace = "korvet"
+		opts.Keyspace = keys.Default
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	s := &Store{rc: rc, ks: opts.Keyspace, log: opts.Logger}
+	s := &Store{rc: rc, k: keys.Space(opts.Keyspace), log: opts.Logger}
 	if err := s.loadDecoySeed(ctx); err != nil {
 		return nil, err
 	}
@@ -57,11 +58,8 @@ func Open(ctx context.Context, rc *resp.Client, opts Options) (*Store, error) {
 	return s, nil
 }
 
-// clusterKey is the engine's cluster hash, which also keeps the decoy
-// seed.
-func (s *Store) clusterKey() string { return s.ks + ":meta:cluster" }
-
-// decoySeedField is the clusterKey field holding the decoy seed, hex.
+// decoySeedField is the field of the engine's cluster hash holding the
+// decoy seed, hex.
 const decoySeedField = "scram_decoy_seed"
 
 // loadDecoySeed reads the seed of the decoy salts from Redis, creating it
@@ -72,26 +70,20 @@ const decoySeedField = "scram_decoy_seed"
 func (s *Store) loadDecoySeed(ctx context.Context) error {
 	fresh := make([]byte, 32)
 	_, _ = rand.Read(fresh)
-	if _, err := s.rc.Do(ctx, "HSETNX", s.clusterKey(), decoySeedField, hex.EncodeToString(fresh)); err != nil {
-		return fmt.Errorf("create the SCRAM decoy seed in %s: %w", s.clusterKey(), err)
+	if _, err := s.rc.Do(ctx, "HSETNX", s.k.Cluster(), decoySeedField, hex.EncodeToString(fresh)); err != nil {
+		return fmt.Errorf("create the SCRAM decoy seed in %s: %w", s.k.Cluster(), err)
 	}
-	r, err := s.rc.Do(ctx, "HGET", s.clusterKey(), decoySeedField)
+	r, err := s.rc.Do(ctx, "HGET", s.k.Cluster(), decoySeedField)
 	if err != nil {
-		return fmt.Errorf("read the SCRAM decoy seed from %s: %w", s.clusterKey(), err)
+		return fmt.Errorf("read the SCRAM decoy seed from %s: %w", s.k.Cluster(), err)
 	}
 	seed, err := hex.DecodeString(string(r.Bytes()))
 	if err != nil || len(seed) < 16 {
-		return fmt.Errorf("field %s of %s is not a hex seed of at least 16 bytes: delete the field and korvet makes a new one", decoySeedField, s.clusterKey())
+		return fmt.Errorf("field %s of %s is not a hex seed of at least 16 bytes: delete the field and korvet makes a new one", decoySeedField, s.k.Cluster())
 	}
 	s.seed = seed
 	return nil
 }
-
-// scramKey is a hash per mechanism: user name -> JSON Credential.
-func (s *Store) scramKey(m Mechanism) string { return s.ks + ":meta:scram:" + m.String() }
-
-// aclKey is a set of JSON ACLs.
-func (s *Store) aclKey() string { return s.ks + ":meta:acls" }
 
 // ValidUserName checks a user name: 1 to 256 bytes of UTF-8 without
 // control characters.
@@ -110,7 +102,7 @@ func ValidUserName(name string) error {
 // Credential returns user's credential for m; ok is false when there is
 // none.
 func (s *Store) Credential(ctx context.Context, m Mechanism, user string) (c Credential, ok bool, err error) {
-	r, err := s.rc.Do(ctx, "HGET", s.scramKey(m), user)
+	r, err := s.rc.Do(ctx, "HGET", s.k.SCRAM(m.String()), user)
 	if err != nil {
 		return c, false, fmt.Errorf("read %s credential of %q: %w", m, user, err)
 	}
@@ -118,7 +110,7 @@ func (s *Store) Credential(ctx context.Context, m Mechanism, user string) (c Cre
 		return c, false, nil
 	}
 	if err := json.Unmarshal(r.Bytes(), &c); err != nil {
-		return c, false, fmt.Errorf("read %s credential of %q: bad JSON in %s: %w", m, user, s.scramKey(m), err)
+		return c, false, fmt.Errorf("read %s credential of %q: bad JSON in %s: %w", m, user, s.k.SCRAM(m.String()), err)
 	}
 	return c, true, nil
 }
@@ -135,7 +127,7 @@ func (s *Store) SetCredential(ctx context.Context, m Mechanism, user string, c C
 	if err != nil {
 		return fmt.Errorf("store %s credential of %q: %w", m, user, err)
 	}
-	if _, err := s.rc.Do(ctx, "HSET", s.scramKey(m), user, js); err != nil {
+	if _, err := s.rc.Do(ctx, "HSET", s.k.SCRAM(m.String()), user, js); err != nil {
 		return fmt.Errorf("store %s credential of %q: %w", m, user, err)
 	}
 	return nil
@@ -144,7 +136,7 @@ func (s *Store) SetCredential(ctx context.Context, m Mechanism, user string, c C
 // DeleteCredential removes user's credential for m and reports whether
 // there was one.
 func (s *Store) DeleteCredential(ctx context.Context, m Mechanism, user string) (bool, error) {
-	r, err := s.rc.Do(ctx, "HDEL", s.scramKey(m), user)
+	r, err := s.rc.Do(ctx, "HDEL", s.k.SCRAM(m.String()), user)
 	if err != nil {
 		return false, fmt.Errorf("delete %s credential of %q: %w", m, user, err)
 	}
@@ -168,7 +160,7 @@ type User struct {
 func (s *Store) Users(ctx context.Context) ([]User, error) {
 	var pl resp.Pipeline
 	for _, m := range Mechanisms {
-		pl.Cmd("HGETALL", s.scramKey(m))
+		pl.Cmd("HGETALL", s.k.SCRAM(m.String()))
 	}
 	rs, err := s.rc.Exec(ctx, &pl)
 	if err != nil {
@@ -187,7 +179,7 @@ func (s *Store) Users(ctx context.Context) ([]User, error) {
 			name := string(elems[j].Bytes())
 			var c Credential
 			if err := json.Unmarshal(elems[j+1].Bytes(), &c); err != nil {
-				return nil, fmt.Errorf("list users: bad JSON for %q in %s: %w", name, s.scramKey(m), err)
+				return nil, fmt.Errorf("list users: bad JSON for %q in %s: %w", name, s.k.SCRAM(m.String()), err)
 			}
 			u := byName[name]
 			if u == nil {
@@ -253,7 +245,7 @@ func (s *Store) AddUserIfAbsent(ctx context.Context, user, password string, iter
 		if err != nil {
 			return false, fmt.Errorf("store %s credential of %q: %w", m, user, err)
 		}
-		r, err := s.rc.Do(ctx, "HSETNX", s.scramKey(m), user, js)
+		r, err := s.rc.Do(ctx, "HSETNX", s.k.SCRAM(m.String()), user, js)
 		if err != nil {
 			return false, fmt.Errorf("store %s credential of %q: %w", m, user, err)
 		}

@@ -35,4 +35,12 @@
 //
 // Header names are Kafka strings and never null: a header decodes with a
 // non-nil (possibly empty) name.
+//
+// The entry's ID is "<offset>-<1+codec>" (AppendID, ParseID): the record's
+// Kafka offset, then 1 + the compression codec its producer used (1 none,
+// 2 gzip, 3 snappy, 4 lz4, 5 zstd), so that a fetch hands records back
+// compressed as they came at no cost in fields. Entries from before the
+// codec was kept end in "-1", which reads as uncompressed. Offsets make
+// IDs ascend as Redis requires. The partition's batches stream uses the
+// same form with codec 0: "<last offset of the append>-1".
 package entry

@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/korvet/korvet/engine/keys"
 	"github.com/korvet/korvet/resp"
 )
 
@@ -45,6 +46,7 @@ type Options struct {
 type Coordinator struct {
 	rc   *resp.Client
 	opts Options
+	k    keys.Space
 	log  *slog.Logger
 
 	mu     sync.Mutex
@@ -57,7 +59,7 @@ type Coordinator struct {
 // are read from Redis on first use.
 func Open(ctx context.Context, rc *resp.Client, opts Options) (*Coordinator, error) {
 	if opts.Keyspace == "" {
-		opts.Keyspace = "korvet"
+		opts.Keyspace = keys.Default
 	}
 	if opts.InitialRebalanceDelay < 0 {
 		opts.InitialRebalanceDelay = 0
@@ -77,13 +79,13 @@ func Open(ctx context.Context, rc *resp.Client, opts Options) (*Coordinator, err
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	c := &Coordinator{rc: rc, opts: opts, log: opts.Logger, groups: make(map[string]*group)}
-	r, err := rc.Do(ctx, "HGETALL", c.registryKey())
+	c := &Coordinator{rc: rc, opts: opts, k: keys.Space(opts.Keyspace), log: opts.Logger, groups: make(map[string]*group)}
+	r, err := rc.Do(ctx, "HGETALL", c.k.Groups())
 	if err != nil {
-		return nil, fmt.Errorf("load groups from %s: %w", c.registryKey(), err)
+		return nil, fmt.Errorf("load groups from %s: %w", c.k.Groups(), err)
 	}
 	if err := r.Err(); err != nil {
-		return nil, fmt.Errorf("load groups from %s: %w", c.registryKey(), err)
+		return nil, fmt.Errorf("load groups from %s: %w", c.k.Groups(), err)
 	}
 	var elems []resp.Reply
 	elems = r.Elems(elems)
@@ -93,7 +95,7 @@ func Open(ctx context.Context, rc *resp.Client, opts Options) (*Coordinator, err
 		g.protocolType = string(elems[i+1].Bytes())
 		g.stored = true
 		c.groups[g.name] = g
-		pl.Cmd("GET", c.stateKey(g.name))
+		pl.Cmd("GET", c.k.GroupState(g.name))
 	}
 	if pl.Len() > 0 {
 		if err := c.restore(ctx, &pl, elems); err != nil {
@@ -119,23 +121,6 @@ func (c *Coordinator) Close() {
 		g.shutdown()
 		g.mu.Unlock()
 	}
-}
-
-// registryKey is a hash of every group with committed offsets or stored
-// membership: group name -> protocol type ("consumer", or "" for groups
-// that only store offsets).
-func (c *Coordinator) registryKey() string { return c.opts.Keyspace + ":meta:groups" }
-
-// stateKey is a group's membership, as JSON (see storedGroup).
-func (c *Coordinator) stateKey(name string) string {
-	return c.opts.Keyspace + ":group:" + name + ":state"
-}
-
-// offsetsKey is a group's committed offsets: a hash of "topic:partition"
-// -> encoded offset (see encodeOffset). Topic names cannot hold ':', so
-// the last ':' splits the field.
-func (c *Coordinator) offsetsKey(name string) string {
-	return c.opts.Keyspace + ":group:" + name + ":offsets"
 }
 
 // lookup returns the named group or nil.

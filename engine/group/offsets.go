@@ -112,7 +112,7 @@ func (g *group) loadLocked(ctx context.Context) error {
 	if loaded {
 		return nil
 	}
-	key := g.c.offsetsKey(g.name)
+	key := g.c.k.GroupOffsets(g.name)
 	r, err := g.c.rc.Do(ctx, "HGETALL", key)
 	if err == nil {
 		err = r.Err()
@@ -169,7 +169,7 @@ func (c *Coordinator) Commit(ctx context.Context, req CommitRequest) ([]error, e
 	}
 	errs := make([]error, len(req.Offsets))
 	now := time.Now()
-	key := g.c.offsetsKey(g.name)
+	key := g.c.k.GroupOffsets(g.name)
 	var pl resp.Pipeline
 	pl.Cmd("MULTI")
 	n := 0
@@ -193,7 +193,7 @@ func (c *Coordinator) Commit(ctx context.Context, req CommitRequest) ([]error, e
 			pl.String(encodeOffset(o.Commit))
 		}
 	}
-	pl.Cmd("HSET", c.registryKey(), g.name, protocolType)
+	pl.Cmd("HSET", c.k.Groups(), g.name, protocolType)
 	pl.Cmd("EXEC")
 	if err := c.execTx(ctx, &pl); err != nil {
 		return nil, fmt.Errorf("%w: commit offsets of group %q: %v", ErrCoordinatorNotAvailable, g.name, err)
@@ -350,9 +350,9 @@ func (c *Coordinator) deleteGroup(ctx context.Context, name string) error {
 	g.mu.Unlock()
 	var pl resp.Pipeline
 	pl.Cmd("MULTI")
-	pl.Cmd("UNLINK", c.offsetsKey(name))
-	pl.Cmd("UNLINK", c.stateKey(name))
-	pl.Cmd("HDEL", c.registryKey(), name)
+	pl.Cmd("UNLINK", c.k.GroupOffsets(name))
+	pl.Cmd("UNLINK", c.k.GroupState(name))
+	pl.Cmd("HDEL", c.k.Groups(), name)
 	pl.Cmd("EXEC")
 	if err := c.execTx(ctx, &pl); err != nil {
 		g.mu.Lock()
@@ -415,7 +415,7 @@ func (c *Coordinator) DeleteOffsets(ctx context.Context, name string, parts []To
 	if len(fields) == 0 {
 		return errs, nil
 	}
-	args := []any{"HDEL", c.offsetsKey(name)}
+	args := []any{"HDEL", c.k.GroupOffsets(name)}
 	for _, f := range fields {
 		args = append(args, f)
 	}

@@ -49,8 +49,8 @@ func (g *group) persist() {
 	pl.Cmd("MULTI")
 	drop := g.state == Empty && g.loaded && len(g.offsets) == 0
 	if drop {
-		pl.Cmd("DEL", c.stateKey(g.name))
-		pl.Cmd("HDEL", c.registryKey(), g.name)
+		pl.Cmd("DEL", c.k.GroupState(g.name))
+		pl.Cmd("HDEL", c.k.Groups(), g.name)
 	} else {
 		sg := storedGroup{Generation: g.generation, State: g.state.String(), ProtocolType: g.protocolType, Protocol: g.protocol, Leader: g.leader}
 		for _, m := range g.sortedMembers() {
@@ -65,8 +65,8 @@ func (g *group) persist() {
 			c.log.Error("encode group state", "group", g.name, "err", err)
 			return
 		}
-		pl.Cmd("SET", c.stateKey(g.name), js)
-		pl.Cmd("HSET", c.registryKey(), g.name, g.protocolType)
+		pl.Cmd("SET", c.k.GroupState(g.name), js)
+		pl.Cmd("HSET", c.k.Groups(), g.name, g.protocolType)
 	}
 	pl.Cmd("EXEC")
 	ctx, cancel := context.WithTimeout(context.Background(), persistTimeout)
@@ -98,7 +98,7 @@ func (c *Coordinator) restore(ctx context.Context, pl *resp.Pipeline, elems []re
 		}
 		var sg storedGroup
 		if err := json.Unmarshal(r.Bytes(), &sg); err != nil {
-			c.log.Warn("ignoring bad group state; its members will rejoin", "group", name, "key", c.stateKey(name), "err", err)
+			c.log.Warn("ignoring bad group state; its members will rejoin", "group", name, "key", c.k.GroupState(name), "err", err)
 			continue
 		}
 		g := c.groups[name]

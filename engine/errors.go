@@ -1,0 +1,36 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Errors the engine returns; the wire layer maps them to Kafka error codes.
+var (
+	ErrUnknownTopic       = errors.New("unknown topic or partition")
+	ErrTopicExists        = errors.New("topic already exists")
+	ErrInvalidTopic       = errors.New("invalid topic name")
+	ErrInvalidPartitions  = errors.New("invalid number of partitions")
+	ErrInvalidConfig      = errors.New("invalid topic config")
+	ErrMessageTooLarge    = errors.New("record batch larger than max.message.bytes")
+	ErrOffsetOutOfRange   = errors.New("offset out of range")
+	ErrStorageUnavailable = errors.New("redis unavailable")
+	ErrInvalidRecord      = errors.New("invalid record")
+	ErrTopicDeleted       = errors.New("topic is being deleted")
+	// ErrPolicyViolation is a request the broker's limits refuse (Kafka's
+	// POLICY_VIOLATION), such as more partitions than allowed.
+	ErrPolicyViolation = errors.New("refused by broker policy")
+	// ErrClosed is an operation on a closed Engine.
+	ErrClosed = errors.New("engine closed")
+	// ErrInternalTopic is returned for writes to or deletion of an
+	// internal topic.
+	ErrInternalTopic = fmt.Errorf("%w: internal topics are korvet's own", ErrInvalidTopic)
+)
+
+// Errors of idempotent producers.
+var (
+	ErrOutOfOrderSequence   = errors.New("out of order sequence number")
+	ErrDuplicateSequence    = errors.New("duplicate sequence number")
+	ErrInvalidProducerEpoch = errors.New("producer epoch is older than the current one")
+	ErrUnknownProducerID    = errors.New("unknown producer id")
+)

@@ -1,0 +1,80 @@
+// Package keys builds every Redis key korvet writes, and nothing else does.
+// All of them live under one keyspace prefix so that several korvets can
+// share a Redis and an operator can find (or remove) everything with one
+// pattern. Layout lists them for the README's storage table, which a test
+// keeps in step with this file.
+//
+// The strings are korvet's storage format: changing one loses users' data.
+package keys
+
+import "strconv"
+
+// Default is the keyspace when none is configured.
+const Default = "korvet"
+
+// Space is a keyspace, the prefix of every key it builds.
+type Space string
+
+// Topics is a hash: topic name -> JSON topic metadata (id, partitions,
+// configs).
+func (s Space) Topics() string { return string(s) + ":meta:topics" }
+
+// Cluster is a hash: "id" (the cluster id), "producer_ids" (the producer
+// id counter) and "scram_decoy_seed" (hex, the seed of the made-up SCRAM
+// salts answered for unknown users).
+func (s Space) Cluster() string { return string(s) + ":meta:cluster" }
+
+// Partition is a hash with a partition's counters: next offset, log start
+// offset, bytes appended, max timestamp, the open segment's timestamps,
+// and one "pid:{id}" field per idempotent producer.
+func (s Space) Partition(topic string, partition int32) string {
+	return string(s) + ":meta:partition:" + topic + ":" + strconv.Itoa(int(partition))
+}
+
+// Stream is a stream holding one segment of a partition: one entry per
+// record, laid out as package entry describes.
+func (s Space) Stream(topic string, partition int32, segment int64) string {
+	return string(s) + ":storage:local:" + topic + ":" + strconv.Itoa(int(partition)) + ":" + strconv.FormatInt(segment, 10)
+}
+
+// Batches is a stream with one small entry per committed append, with ID
+// "<last offset>-1": the running max timestamp and the running byte total.
+// It answers ListOffsets by time and drives retention.
+func (s Space) Batches(topic string, partition int32) string {
+	return string(s) + ":meta:batches:" + topic + ":" + strconv.Itoa(int(partition))
+}
+
+// Segments is a hash: segment id -> JSON segment (the segment registry).
+func (s Space) Segments(topic string, partition int32) string {
+	return string(s) + ":meta:segments:" + topic + ":" + strconv.Itoa(int(partition))
+}
+
+// ColdGarbage is a set of cold-tier objects for the archiver to delete:
+// "file\x00{topic}\x00{path}" for files retention removed from a registry
+// and "drop\x00{topic}\x00{table id}" for the tables of deleted topics.
+func (s Space) ColdGarbage() string { return string(s) + ":meta:coldgc" }
+
+// Groups is a hash of every consumer group with committed offsets or
+// stored membership: group name -> protocol type ("consumer", or "" for
+// groups that only commit offsets).
+func (s Space) Groups() string { return string(s) + ":meta:groups" }
+
+// GroupState is a string: a group's membership as JSON, so that members
+// carry on across a restart.
+func (s Space) GroupState(group string) string {
+	return string(s) + ":group:" + group + ":state"
+}
+
+// GroupOffsets is a hash of a group's committed offsets: "topic:partition"
+// -> "<offset>,<leader epoch>,<commit unix ms>,<metadata>". Topic names
+// cannot hold ':', so the last ':' splits the field.
+func (s Space) GroupOffsets(group string) string {
+	return string(s) + ":group:" + group + ":offsets"
+}
+
+// SCRAM is a hash per SASL mechanism ("SCRAM-SHA-256", "SCRAM-SHA-512"):
+// user name -> JSON SCRAM credential.
+func (s Space) SCRAM(mechanism string) string { return string(s) + ":meta:scram:" + mechanism }
+
+// ACLs is a set of JSON ACLs, one per member.
+func (s Space) ACLs() string { return string(s) + ":meta:acls" }

@@ -1,0 +1,341 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"net"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/korvet/korvet/cold"
+	"github.com/korvet/korvet/engine"
+	"github.com/korvet/korvet/engine/auth"
+	"github.com/korvet/korvet/engine/group"
+	rkeys "github.com/korvet/korvet/engine/keys" // this package has a func keys
+	"github.com/korvet/korvet/engine/record"
+	"github.com/korvet/korvet/internal/testbed"
+	"github.com/korvet/korvet/resp"
+)
+
+// TestStorageKeysWritten runs the engine, a consumer group, the user store
+// and a topic deletion against a real Redis and pins every key they write,
+// as Redis's keyspace notifications report it, with its type, and the
+// stream entry IDs. A change to what korvet stores fails here.
+func TestStorageKeysWritten(t *testing.T) {
+	r := testbed.StartRedis(t)
+	ctx := context.Background()
+	quiet := slog.New(slog.DiscardHandler)
+	rc, err := resp.New(r.URL, resp.Options{Timeout: 3 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rc.Close() })
+	seen := watchKeys(t, r, rc)
+	store, err := cold.Open(ctx, cold.Config{Warehouse: "file://" + t.TempDir(), CacheDir: t.TempDir()}, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, err := engine.Open(ctx, rc, engine.Options{Logger: quiet, Cold: store, GroupInitialRebalanceDelay: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(eng.Close)
+
+	tp, err := eng.CreateTopic(ctx, "t", 1, nil, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := tp.Partition(0)
+	two := []record.Record{{Timestamp: 1, Value: []byte("a")}, {Timestamp: 2, Value: []byte("b")}}
+	if _, _, err := p.AppendBatch(engine.NoProducer, 4, two).Wait(ctx); err != nil { // zstd
+		t.Fatal(err)
+	}
+	if _, _, err := p.Append([]record.Record{{Timestamp: 3, Value: []byte("c")}}).Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := streamIDs(t, rc, "korvet:storage:local:t:0:0"), []string{"0-5", "1-5", "2-1"}; !slices.Equal(got, want) {
+		t.Errorf("record entry IDs %q, want %q", got, want)
+	}
+	if got, want := streamIDs(t, rc, "korvet:meta:batches:t:0"), []string{"1-1", "2-1"}; !slices.Equal(got, want) {
+		t.Errorf("batches entry IDs %q, want %q", got, want)
+	}
+
+	groups := eng.Groups()
+	j, err := groups.Join(ctx, group.JoinRequest{Group: "g", ClientID: "c", SessionTimeout: 10 * time.Second, RebalanceTimeout: time.Second,
+		ProtocolType: "consumer", Protocols: []group.Protocol{{Name: "range"}}})
+	if err != nil {
+		t.Fatalf("join: %v", err)
+	}
+	if _, err := groups.Sync(ctx, group.SyncRequest{Group: "g", MemberID: j.MemberID, Generation: j.Generation,
+		Assignments: map[string][]byte{j.MemberID: []byte("a")}}); err != nil {
+		t.Fatalf("sync: %v", err)
+	}
+	if _, err := groups.Commit(ctx, group.CommitRequest{Group: "g", MemberID: j.MemberID, Generation: j.Generation,
+		Offsets: []group.PartitionCommit{{TopicPartition: group.TopicPartition{Topic: "t", Partition: 0}, Commit: group.Commit{Offset: 3, LeaderEpoch: -1}}}}); err != nil {
+		t.Fatalf("commit: %v", err)
+	}
+
+	users, err := auth.Open(ctx, rc, auth.Options{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := users.AddUserIfAbsent(ctx, "u", "secret-password", 4096); err != nil {
+		t.Fatal(err)
+	}
+	if err := users.CreateACLs(ctx, []auth.ACL{{Principal: "User:u", Host: "*", ResourceType: auth.ResTopic, Pattern: auth.PatternLiteral,
+		Resource: "t", Operation: auth.OpRead, Permission: auth.PermAllow}}); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := eng.DeleteTopic(ctx, "t"); err != nil { // queues the topic's cold table for deletion
+		t.Fatal(err)
+	}
+
+	want := map[string]string{ // key -> Redis type
+		"korvet:meta:cluster":             "hash",
+		"korvet:meta:topics":              "hash",
+		"korvet:meta:partition:t:0":       "hash",
+		"korvet:meta:segments:t:0":        "hash",
+		"korvet:meta:batches:t:0":         "stream",
+		"korvet:storage:local:t:0:0":      "stream",
+		"korvet:meta:groups":              "hash",
+		"korvet:group:g:state":            "string",
+		"korvet:group:g:offsets":          "hash",
+		"korvet:meta:scram:SCRAM-SHA-256": "hash",
+		"korvet:meta:scram:SCRAM-SHA-512": "hash",
+		"korvet:meta:acls":                "set",
+		"korvet:meta:coldgc":              "set",
+	}
+	// Redis notifies in order on one connection: once the marker's
+	// notification is in, every write before it is too.
+	const marker = "storage-test:marker"
+	if _, err := rc.Do(ctx, "SET", marker, "1"); err != nil {
+		t.Fatal(err)
+	}
+	testbed.WaitFor(t, 10*time.Second, "the marker's notification", func() bool {
+		_, ok := seen.snapshot()[marker]
+		return ok
+	})
+	got := seen.snapshot()
+	delete(got, marker)
+	for k := range want {
+		if _, ok := got[k]; !ok {
+			t.Errorf("korvet did not write %s", k)
+		}
+	}
+	for k, typ := range got {
+		switch wantType, ok := want[k]; {
+		case !ok:
+			t.Errorf("korvet wrote %q (%s), which this test does not expect", k, typ)
+		case typ != wantType:
+			t.Errorf("%s: written as a %s, want a %s", k, typ, wantType)
+		}
+	}
+	// The scenario writes every kind of key package keys lists.
+	for _, k := range rkeys.Layout() {
+		re := regexp.MustCompile("^" + placeholder.ReplaceAllString(regexp.QuoteMeta(k.Pattern), "[^:]+") + "$")
+		if !slices.ContainsFunc(slices.Collect(maps.Keys(want)), re.MatchString) {
+			t.Errorf("no key of %s in this test: add it to the scenario", k.Pattern)
+		}
+	}
+	if t.Failed() {
+		t.Logf("keys written: %q", slices.Sorted(maps.Keys(got)))
+	}
+}
+
+// placeholder matches a {placeholder} of a keys.Layout pattern after
+// regexp.QuoteMeta.
+var placeholder = regexp.MustCompile(`\\\{[a-z]+\\\}`)
+
+// keyWatch collects the keys Redis reports written, each with the type
+// its write commands imply ("" while only type-neutral events came, such
+// as del).
+type keyWatch struct {
+	mu   sync.Mutex
+	keys map[string]string
+}
+
+func (w *keyWatch) snapshot() map[string]string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return maps.Clone(w.keys)
+}
+
+// eventType maps keyspace events to the type of the key they touch.
+var eventType = map[string]string{
+	"set": "string", "hset": "hash", "hincrby": "hash", "hdel": "hash", "sadd": "set", "srem": "set",
+	"xadd": "stream", "xtrim": "stream", "xdel": "stream",
+}
+
+// watchKeys turns on Redis's keyspace notifications and collects them on a
+// connection of its own until the test ends.
+func watchKeys(t *testing.T, r *testbed.Redis, rc *resp.Client) *keyWatch {
+	t.Helper()
+	if _, err := rc.Do(context.Background(), "CONFIG", "SET", "notify-keyspace-events", "KA"); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := net.Dial("tcp", r.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	const prefix = "__keyspace@0__:"
+	if _, err := conn.Write([]byte("PSUBSCRIBE " + prefix + "*\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(conn)
+	if msg, err := readPush(br); err != nil || len(msg) != 3 || msg[0] != "psubscribe" {
+		t.Fatalf("PSUBSCRIBE: %q %v", msg, err)
+	}
+	w := &keyWatch{keys: map[string]string{}}
+	go func() {
+		for {
+			msg, err := readPush(br)
+			if err != nil {
+				return // the connection closed with the test
+			}
+			if len(msg) != 4 || msg[0] != "pmessage" || !strings.HasPrefix(msg[2], prefix) {
+				continue
+			}
+			key, typ := msg[2][len(prefix):], eventType[msg[3]]
+			w.mu.Lock()
+			switch cur, ok := w.keys[key]; {
+			case !ok || cur == "":
+				w.keys[key] = typ
+			case typ != "" && typ != cur:
+				w.keys[key] = cur + "+" + typ // two types: the test reports it
+			}
+			w.mu.Unlock()
+		}
+	}()
+	return w
+}
+
+// readPush reads one RESP2 array of bulk strings and integers, as pub/sub
+// sends them.
+func readPush(br *bufio.Reader) ([]string, error) {
+	line := func() (string, error) {
+		l, err := br.ReadString('\n')
+		return strings.TrimSuffix(l, "\r\n"), err
+	}
+	head, err := line()
+	if err != nil {
+		return nil, err
+	}
+	n, err := strconv.Atoi(strings.TrimPrefix(head, "*"))
+	if err != nil || !strings.HasPrefix(head, "*") {
+		return nil, fmt.Errorf("not an array: %q", head)
+	}
+	out := make([]string, 0, n)
+	for range n {
+		h, err := line()
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case strings.HasPrefix(h, ":"):
+			out = append(out, h[1:])
+		case strings.HasPrefix(h, "$"):
+			size, err := strconv.Atoi(h[1:])
+			if err != nil || size < 0 {
+				return nil, fmt.Errorf("bad bulk length %q", h)
+			}
+			b := make([]byte, size+2)
+			if _, err := io.ReadFull(br, b); err != nil {
+				return nil, err
+			}
+			out = append(out, string(b[:size]))
+		default:
+			return nil, fmt.Errorf("unexpected %q", h)
+		}
+	}
+	return out, nil
+}
+
+// TestReadmeStorageTable checks the README's table of Redis keys against
+// package keys, both ways: a key korvet writes but the README does not
+// document fails, and so does a README row no code builds.
+func TestReadmeStorageTable(t *testing.T) {
+	rows := readmeStorageRows(t)
+	want := map[string]string{} // pattern -> Redis type
+	for _, k := range rkeys.Layout() {
+		want[k.Pattern] = k.Type
+		typ, ok := rows[k.Pattern]
+		switch {
+		case !ok:
+			t.Errorf("README's storage table lacks %s (%s: %s)", k.Pattern, k.Type, k.Holds)
+		case typ != k.Type:
+			t.Errorf("README says %s is a %s; package keys says %s", k.Pattern, typ, k.Type)
+		}
+	}
+	for pattern := range rows {
+		if _, ok := want[pattern]; !ok {
+			t.Errorf("README's storage table has %s, which package keys does not build", pattern)
+		}
+	}
+}
+
+// readmeStorageRows returns the rows of the table under "## How data is
+// stored": key pattern (the first cell, in backticks) -> Redis type.
+func readmeStorageRows(t *testing.T) map[string]string {
+	t.Helper()
+	f, err := os.Open("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rows := map[string]string{}
+	in, inTable := false, false
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, "## ") {
+			in = line == "## How data is stored"
+			continue
+		}
+		if !in {
+			continue
+		}
+		if !strings.HasPrefix(line, "|") {
+			if inTable {
+				break // the table ended
+			}
+			continue
+		}
+		inTable = true
+		cells := strings.SplitN(line, "|", 4)
+		if len(cells) < 4 {
+			t.Fatalf("README storage table: bad row %q", line)
+		}
+		key, typ := strings.TrimSpace(cells[1]), strings.TrimSpace(cells[2])
+		if key == "Redis key" || strings.HasPrefix(key, "---") {
+			continue // header and separator
+		}
+		pattern, ok := strings.CutPrefix(key, "`")
+		pattern, ok2 := strings.CutSuffix(pattern, "`")
+		if !ok || !ok2 {
+			t.Fatalf("README storage table: key %q is not in backticks", key)
+		}
+		if _, dup := rows[pattern]; dup {
+			t.Errorf("README storage table lists %s twice", pattern)
+		}
+		rows[pattern] = typ
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) == 0 {
+		t.Fatal(`README.md has no table under "## How data is stored"`)
+	}
+	return rows
+}
