@@ -168,7 +168,7 @@ func indexRebuild(ctx context.Context, cfg Config, topics []string, stdout, stde
 	if err != nil {
 		return err
 	}
-	res, err := eng.RebuildIndex(ctx, ix, engine.RebuildOptions{Progress: progressPrinter(stderr, "rebuild")})
+	res, err := eng.KV().Rebuild(ctx, ix, engine.RebuildOptions{Progress: progressPrinter(stderr, "rebuild")})
 	if err != nil {
 		ix.Close()
 		os.RemoveAll(tmp)
@@ -225,7 +225,7 @@ func rebuildTopics(ctx context.Context, cfg Config, dir string, topics []string,
 			return err
 		}
 	}
-	res, err := eng.RebuildIndex(ctx, ix, engine.RebuildOptions{Topics: topics, Progress: progressPrinter(stderr, "rebuild")})
+	res, err := eng.KV().Rebuild(ctx, ix, engine.RebuildOptions{Topics: topics, Progress: progressPrinter(stderr, "rebuild")})
 	if err != nil {
 		return err
 	}
@@ -255,7 +255,7 @@ func indexVerify(ctx context.Context, cfg Config, topics []string, stdout io.Wri
 	defer os.RemoveAll(scratch)
 	const show = 50
 	shown := 0
-	res, err := eng.VerifyIndex(ctx, ix, scratch, topics, func(d engine.IndexDiff) {
+	res, err := eng.KV().Verify(ctx, ix, scratch, topics, func(d engine.IndexDiff) {
 		if shown++; shown <= show {
 			fmt.Fprintf(stdout, "%s key %s: index %s, log %s\n", d.Topic, strconv.Quote(string(d.Key)), ptrString(d.Index), ptrString(d.Log))
 		}
@@ -370,8 +370,8 @@ func rebuildOnline(ctx context.Context, cfg Config, stdout, stderr io.Writer) er
 // indexStatus feeds the status page from the engine's index figures.
 func indexStatus(eng *engine.Engine) func(context.Context) (web.IndexStatus, error) {
 	return func(context.Context) (web.IndexStatus, error) {
-		st := eng.KVStats()
-		rb := eng.KVRebuild()
+		st := eng.KV().Stats()
+		rb := eng.KV().RebuildState()
 		out := web.IndexStatus{Open: st.Enabled, SizeBytes: int64(st.DiskBytes), Rebuilding: rb.Running, LastRebuild: rb.Last}
 		if rb.LastErr != "" {
 			out.Error = "last rebuild: " + rb.LastErr

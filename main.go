@@ -200,7 +200,7 @@ func serve(ctx context.Context, cfg Config, logOut io.Writer) error {
 		Kafka:     kafkaStats(ks, kmetrics),
 		Index:     indexStatus(eng),
 		RebuildIndex: func(context.Context) error {
-			return eng.StartIndexRebuild()
+			return eng.KV().StartRebuild()
 		},
 		Tiering:       tieringStatus(eng),
 		Metrics:       reg,

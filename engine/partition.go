@@ -224,11 +224,6 @@ func parseEntryIDSeq(id []byte) (off, seq int64, err error) {
 	return off, seq, nil
 }
 
-// CommitHook is called with the records of one committed transaction (in
-// offset order, Offset set) and the partition's new high watermark. The
-// records are valid only during the call; it must not block for long.
-type CommitHook func(p *Partition, batches [][]record.Record, next int64)
-
 // Pending is an append in flight. Wait for it with Wait.
 type Pending struct {
 	recs          []record.Record
@@ -496,12 +491,14 @@ func (p *Partition) flushLoop() {
 			p.t.e.log.Warn("append failed", "topic", p.t.name, "partition", p.id, "records", st.next-st.base, "err", err)
 			err = fmt.Errorf("%w: %v", ErrStorageUnavailable, err)
 		}
-		if err == nil && len(committed) > 0 && p.t.e.opts.OnCommit != nil {
+		// The key index sees the append before its producers hear back,
+		// so that a KV read after an acknowledged append finds it.
+		if live := p.t.e.kv.live; live != nil && err == nil && len(committed) > 0 {
 			batches := make([][]record.Record, len(committed))
 			for i, op := range committed {
 				batches[i] = op.recs
 			}
-			p.t.e.opts.OnCommit(p, batches, st.next)
+			live.onCommit(p, batches, st.next)
 		}
 		for _, op := range take {
 			if err != nil && op.err == nil {
