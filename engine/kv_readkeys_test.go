@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"errors"
 	"strconv"
 	"strings"
@@ -90,4 +91,28 @@ func TestParseKeyEntriesMalformed(t *testing.T) {
 	if string(recs[0].Key) != "abX" {
 		t.Errorf("key %q was copied", recs[0].Key)
 	}
+}
+
+// FuzzParseKeyEntries: whatever Redis (or something posing as it) sends,
+// the walk of a catch-up read does not panic, and the keys it returns are
+// pieces of the reply.
+func FuzzParseKeyEntries(f *testing.F) {
+	f.Add([]byte(arr(xentry("0-1", "__ts", "1", "__key", "a", "__value", "v"), xentry("1-1", "__key", ""))))
+	f.Add([]byte(arr(xentry("2-3", "__key", "k", "n", "1", "__hnull.h", ""))))
+	f.Add([]byte("*1\r\n*2\r\n$3\r\n0-1\r\n*-1\r\n"))
+	f.Add([]byte("*999999999999999999\r\n"))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		recs, err := parseKeyEntries(raw, nil)
+		if err != nil {
+			return
+		}
+		for _, r := range recs {
+			if r.Key != nil && (len(r.Key) > len(raw) || !bytes.Contains(raw, r.Key)) {
+				t.Fatalf("key %q is not in the reply", r.Key)
+			}
+			if r.Offset < 0 {
+				t.Fatalf("offset %d", r.Offset)
+			}
+		}
+	})
 }
