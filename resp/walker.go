@@ -44,12 +44,12 @@ type Value struct {
 // claims is checked against the bytes that are there before anything is
 // taken, so a hostile length costs nothing. Errors wrap ErrMalformed.
 type Walker struct {
-	b   []byte // what is left to walk
-	off int    // offset of b in the input, for errors
+	b    []byte // what is left to walk
+	size int    // of the input, for error offsets
 }
 
 // NewWalker returns a Walker over b.
-func NewWalker(b []byte) Walker { return Walker{b: b} }
+func NewWalker(b []byte) Walker { return Walker{b: b, size: len(b)} }
 
 // Rest returns the bytes not walked yet.
 func (w *Walker) Rest() []byte { return w.b }
@@ -61,67 +61,71 @@ func (w *Walker) Next() (Value, error) {
 	if len(b) == 0 {
 		return Value{}, w.fail("the reply ends where a value was due")
 	}
-	kind := Kind(b[0])
-	switch kind {
-	case KindString, KindError, KindInteger, KindBulk, KindArray:
-	default:
-		return Value{}, w.fail(fmt.Sprintf("unexpected byte %q at the start of a value", b[0]))
-	}
-	nl := bytes.IndexByte(b, '\n')
-	if nl < 0 {
-		return Value{}, w.fail("the reply ends inside a line")
-	}
-	if nl < 2 || b[nl-1] != '\r' {
-		return Value{}, w.fail("line not terminated by CRLF")
-	}
-	line, rest := b[1:nl-1:nl-1], b[nl+1:]
-	switch kind {
-	case KindString, KindError:
-		w.skip(nl + 1)
-		return Value{Kind: kind, Data: line}, nil
-	case KindInteger:
-		if !validInt(line) {
+	switch kind := Kind(b[0]); kind {
+	case KindBulk, KindArray:
+		n, i, ok := lenLine(b)
+		switch {
+		case !ok:
+			return Value{}, w.badLine()
+		case n < 0:
+			w.b = b[i:]
+			return Value{Kind: KindNull}, nil
+		case kind == KindBulk:
+			if n > len(b)-i-2 {
+				return Value{}, w.fail(fmt.Sprintf("bulk string of %d bytes, %d left in the reply", n, len(b)-i))
+			}
+			if b[i+n] != '\r' || b[i+n+1] != '\n' {
+				return Value{}, w.fail("bulk string not terminated by CRLF")
+			}
+			w.b = b[i+n+2:]
+			return Value{Kind: kind, Data: b[i : i+n : i+n]}, nil
+		default:
+			// Each element takes 3 bytes at least ("+\r\n").
+			if n > (len(b)-i)/3 {
+				return Value{}, w.fail(fmt.Sprintf("array of %d elements, %d bytes left in the reply", n, len(b)-i))
+			}
+			w.b = b[i:]
+			return Value{Kind: kind, Len: n}, nil
+		}
+	case KindString, KindError, KindInteger:
+		nl := bytes.IndexByte(b, '\n')
+		if nl < 2 || b[nl-1] != '\r' {
+			return Value{}, w.badLine()
+		}
+		line := b[1 : nl-1 : nl-1]
+		if kind == KindInteger && !validInt(line) {
 			return Value{}, w.fail(fmt.Sprintf("bad integer %q", line))
 		}
-		w.skip(nl + 1)
+		w.b = b[nl+1:]
 		return Value{Kind: kind, Data: line}, nil
-	}
-	n, ok := parseLen(line)
-	if !ok {
-		return Value{}, w.fail(fmt.Sprintf("bad length %q", line))
-	}
-	switch {
-	case n < 0:
-		w.skip(nl + 1)
-		return Value{Kind: KindNull}, nil
-	case kind == KindBulk:
-		if n > len(rest)-2 {
-			return Value{}, w.fail(fmt.Sprintf("bulk string of %d bytes, %d left in the reply", n, len(rest)))
-		}
-		if rest[n] != '\r' || rest[n+1] != '\n' {
-			return Value{}, w.fail("bulk string not terminated by CRLF")
-		}
-		w.skip(nl + 1 + n + 2)
-		return Value{Kind: kind, Data: rest[:n:n]}, nil
 	default:
-		// Each element takes 3 bytes at least ("+\r\n").
-		if n > len(rest)/3 {
-			return Value{}, w.fail(fmt.Sprintf("array of %d elements, %d bytes left in the reply", n, len(rest)))
-		}
-		w.skip(nl + 1)
-		return Value{Kind: kind, Len: n}, nil
+		return Value{}, w.fail(fmt.Sprintf("unexpected byte %q at the start of a value", b[0]))
 	}
 }
 
 // Array reads the header of an array, which must come next, and returns
 // its number of elements.
 func (w *Walker) Array() (int, error) {
+	// The common case inline; Next explains the others.
+	if b := w.b; len(b) > 0 && b[0] == byte(KindArray) {
+		if n, i, ok := lenLine(b); ok && n >= 0 && n <= (len(b)-i)/3 {
+			w.b = b[i:]
+			return n, nil
+		}
+	}
 	v, err := w.expect(KindArray)
 	return v.Len, err
 }
 
 // Bulk reads a bulk string, which must come next (not a null).
 func (w *Walker) Bulk() ([]byte, error) {
+	// The common case inline; Next explains the others.
+	if b := w.b; len(b) > 0 && b[0] == byte(KindBulk) {
+		if n, i, ok := lenLine(b); ok && n >= 0 && n <= len(b)-i-2 && b[i+n] == '\r' && b[i+n+1] == '\n' {
+			w.b = b[i+n+2:]
+			return b[i : i+n : i+n], nil
+		}
+	}
 	v, err := w.expect(KindBulk)
 	return v.Data, err
 }
@@ -139,22 +143,50 @@ func (w *Walker) Skip() error {
 }
 
 func (w *Walker) expect(kind Kind) (Value, error) {
-	at := *w
+	at := w.b
 	v, err := w.Next()
 	if err == nil && v.Kind != kind {
-		*w = at
+		w.b = at
 		return Value{}, w.fail(fmt.Sprintf("want %s, got %s", kind, v.Kind))
 	}
 	return v, err
 }
 
-func (w *Walker) skip(n int) {
-	w.b = w.b[n:]
-	w.off += n
+// lenLine reads the header line of a bulk string or an array at the
+// start of b, "$<n>\r\n" or "*<n>\r\n": n is -1 for a null, next the offset
+// of what follows. It accepts what parseLen does, and nothing else.
+func lenLine(b []byte) (n, next int, ok bool) {
+	i := 1
+	for ; i < len(b) && i <= 18 && '0' <= b[i] && b[i] <= '9'; i++ {
+		n = n*10 + int(b[i]-'0')
+	}
+	if i == 1 {
+		if len(b) >= 5 && b[1] == '-' && b[2] == '1' && b[3] == '\r' && b[4] == '\n' {
+			return -1, 5, true
+		}
+		return 0, 0, false
+	}
+	if i+1 >= len(b) || b[i] != '\r' || b[i+1] != '\n' {
+		return 0, 0, false
+	}
+	return n, i + 2, true
+}
+
+// badLine explains why the header line at the start of w.b is refused.
+func (w *Walker) badLine() error {
+	b := w.b
+	nl := bytes.IndexByte(b, '\n')
+	switch {
+	case nl < 0:
+		return w.fail("the reply ends inside a line")
+	case nl < 2 || b[nl-1] != '\r':
+		return w.fail("line not terminated by CRLF")
+	}
+	return w.fail(fmt.Sprintf("bad length %q", b[1:nl-1]))
 }
 
 func (w *Walker) fail(msg string) error {
-	return fmt.Errorf("%w: %s at byte %d", ErrMalformed, msg, w.off)
+	return fmt.Errorf("%w: %s at byte %d", ErrMalformed, msg, w.size-len(w.b))
 }
 
 // String names the kind.
