@@ -196,6 +196,7 @@ func FuzzWalker(f *testing.F) {
 		if len(data) > maxReply {
 			return
 		}
+		sameTyped(t, data)
 		w := NewWalker(data)
 		depth, werr := checkWalk(t, &w, data)
 		walked := len(data) - len(w.Rest())
@@ -228,6 +229,28 @@ func FuzzWalker(f *testing.F) {
 			t.Fatalf("Skip: %v, %d bytes walked", err, len(data)-len(w.Rest()))
 		}
 	})
+}
+
+// sameTyped checks that Array and Bulk read the first value of data as
+// Next does, and leave it in place when it is of another kind.
+func sameTyped(t *testing.T, data []byte) {
+	w := NewWalker(data)
+	v, err := w.Next()
+	rest := w.Rest()
+	wa, wb := NewWalker(data), NewWalker(data)
+	n, aerr := wa.Array()
+	b, berr := wb.Bulk()
+	if ok := err == nil && v.Kind == KindArray; ok != (aerr == nil) || ok && (n != v.Len || len(wa.Rest()) != len(rest)) || !ok && len(wa.Rest()) != len(data) {
+		t.Fatalf("Array: %d %v, rest %d; Next: %+v %v, rest %d", n, aerr, len(wa.Rest()), v, err, len(rest))
+	}
+	if ok := err == nil && v.Kind == KindBulk; ok != (berr == nil) || ok && (!bytes.Equal(b, v.Data) || cap(b) != len(b) || len(wb.Rest()) != len(rest)) || !ok && len(wb.Rest()) != len(data) {
+		t.Fatalf("Bulk: %q %v, rest %d; Next: %+v %v, rest %d", b, berr, len(wb.Rest()), v, err, len(rest))
+	}
+	for _, err := range []error{aerr, berr} {
+		if err != nil && !errors.Is(err, ErrMalformed) {
+			t.Fatalf("error not wrapping ErrMalformed: %v", err)
+		}
+	}
 }
 
 // checkWalk walks one value with w, checking each value read, and reports
