@@ -166,7 +166,7 @@ func indexRebuild(ctx context.Context, cfg Config, topics []string, stdout, stde
 	if err != nil {
 		return err
 	}
-	res, err := eng.RebuildIndex(ctx, ix, engine.RebuildOptions{Progress: progressPrinter(stderr, "rebuild")})
+	res, err := eng.KV().Rebuild(ctx, ix, engine.RebuildOptions{Progress: progressPrinter(stderr, "rebuild")})
 	if err != nil {
 		ix.Close()
 		os.RemoveAll(tmp)
@@ -223,7 +223,7 @@ func rebuildTopics(ctx context.Context, cfg Config, dir string, topics []string,
 			return err
 		}
 	}
-	res, err := eng.RebuildIndex(ctx, ix, engine.RebuildOptions{Topics: topics, Progress: progressPrinter(stderr, "rebuild")})
+	res, err := eng.KV().Rebuild(ctx, ix, engine.RebuildOptions{Topics: topics, Progress: progressPrinter(stderr, "rebuild")})
 	if err != nil {
 		return err
 	}
@@ -253,7 +253,7 @@ func indexVerify(ctx context.Context, cfg Config, topics []string, stdout io.Wri
 	defer os.RemoveAll(scratch)
 	const show = 50
 	shown := 0
-	res, err := eng.VerifyIndex(ctx, ix, scratch, topics, func(d engine.IndexDiff) {
+	res, err := eng.KV().Verify(ctx, ix, scratch, topics, func(d engine.IndexDiff) {
 		if shown++; shown <= show {
 			fmt.Fprintf(stdout, "%s key %s: index %s, log %s\n", d.Topic, strconv.Quote(string(d.Key)), ptrString(d.Index), ptrString(d.Log))
 		}

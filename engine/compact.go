@@ -145,7 +145,7 @@ func (kv *kvIndex) compactionLoop() {
 // CompactTopic runs a compaction pass over every partition of a compacted
 // topic now, whatever the dirty ratio says, once the index has caught up.
 func (e *Engine) CompactTopic(ctx context.Context, topic string) (CompactionResult, error) {
-	kt, err := e.kvTopicFor(topic)
+	kt, err := e.kv.topicFor(topic)
 	if err != nil {
 		return CompactionResult{}, err
 	}
@@ -155,7 +155,7 @@ func (e *Engine) CompactTopic(ctx context.Context, topic string) (CompactionResu
 	if err := kt.waitReady(ctx); err != nil {
 		return CompactionResult{}, fmt.Errorf("compact %s: %w", topic, err)
 	}
-	return e.kv.compactTopic(ctx, kt, true)
+	return e.kv.live.compactTopic(ctx, kt, true)
 }
 
 func (kv *kvIndex) compactTopic(ctx context.Context, kt *kvTopic, force bool) (CompactionResult, error) {

@@ -30,10 +30,6 @@ type Options struct {
 	// MaxAppendBytes caps the records one Redis transaction carries, so that
 	// one huge group commit cannot stall Redis for long. Default 4 MiB.
 	MaxAppendBytes int
-	// OnCommit, when set, sees every append once Redis has committed it and
-	// before the producer is acknowledged (the KV index uses it for
-	// read-your-writes).
-	OnCommit CommitHook
 	// Cold is the cold tier: sealed segments of topics with
 	// remote.storage.enable=true are archived there. nil: no tiering.
 	Cold *cold.Store
@@ -77,7 +73,7 @@ type Engine struct {
 	createMu sync.Mutex
 
 	groups *group.Coordinator
-	kv     *kvIndex // nil without Options.Index.Dir
+	kv     KV
 
 	// bg is the context of background work; Close cancels it.
 	bg     context.Context

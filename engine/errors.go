@@ -34,3 +34,15 @@ var (
 	ErrInvalidProducerEpoch = errors.New("producer epoch is older than the current one")
 	ErrUnknownProducerID    = errors.New("unknown producer id")
 )
+
+// Errors of the KV view.
+var (
+	ErrKVDisabled   = errors.New("the key index is disabled")
+	ErrKVNotIndexed = errors.New("topic is not indexed")
+	ErrKVNotFound   = errors.New("key not found")
+	ErrKVGone       = errors.New("record removed by retention")
+	// ErrKVUnavailable means the index cannot answer in time: a pointer
+	// that no longer matches the log could not be resolved, or the index
+	// is still catching up with the log. Retry later.
+	ErrKVUnavailable = errors.New("key index unavailable")
+)

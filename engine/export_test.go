@@ -2,22 +2,22 @@ package engine
 
 import "context"
 
-// SetKVCountHook makes each count of a topic's keys call hook (with the
+// SetCountHook makes each count of a topic's keys call hook (with the
 // count's context) before it scans the index.
-func (e *Engine) SetKVCountHook(hook func(ctx context.Context, topic string)) {
-	e.kv.countHook.Store(&hook)
+func (k *KV) SetCountHook(hook func(ctx context.Context, topic string)) {
+	k.live.countHook.Store(&hook)
 }
 
-// KVCountWaiters is how many callers wait for the count of topic's keys
-// in progress; 0 when none runs.
-func (e *Engine) KVCountWaiters(topic string) int {
-	t := e.Topic(topic)
-	if t == nil || e.kv == nil {
+// CountWaiters is how many callers wait for the count of topic's keys in
+// progress; 0 when none runs.
+func (k *KV) CountWaiters(topic string) int {
+	t := k.e.Topic(topic)
+	if t == nil || k.live == nil {
 		return 0
 	}
-	e.kv.mu.RLock()
-	kt := e.kv.topics[t.id]
-	e.kv.mu.RUnlock()
+	k.live.mu.RLock()
+	kt := k.live.topics[t.id]
+	k.live.mu.RUnlock()
 	if kt == nil {
 		return 0
 	}

@@ -33,7 +33,7 @@ func TestKVCountShared(t *testing.T) {
 
 	var scans atomic.Int64
 	release := make(chan struct{})
-	n.e.SetKVCountHook(func(ctx context.Context, topic string) {
+	n.e.KV().SetCountHook(func(ctx context.Context, topic string) {
 		scans.Add(1)
 		select {
 		case <-release:
@@ -52,7 +52,7 @@ func TestKVCountShared(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			st, err := n.e.KVTopicStats(ctx, "c", true)
+			st, err := n.e.KV().TopicStats(ctx, "c", true)
 			out <- outcome{st, err}
 		}()
 	}
@@ -60,10 +60,10 @@ func TestKVCountShared(t *testing.T) {
 	quitCtx, quit := context.WithCancel(ctx)
 	quitErr := make(chan error, 1)
 	go func() {
-		_, err := n.e.KVTopicStats(quitCtx, "c", true)
+		_, err := n.e.KV().TopicStats(quitCtx, "c", true)
 		quitErr <- err
 	}()
-	testbed.WaitFor(t, 10*time.Second, "51 callers waiting for the count", func() bool { return n.e.KVCountWaiters("c") == callers+1 })
+	testbed.WaitFor(t, 10*time.Second, "51 callers waiting for the count", func() bool { return n.e.KV().CountWaiters("c") == callers+1 })
 	quit()
 	select {
 	case err := <-quitErr:
@@ -73,7 +73,7 @@ func TestKVCountShared(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("a caller whose context ended still waits for the count")
 	}
-	testbed.WaitFor(t, 10*time.Second, "50 callers still waiting", func() bool { return n.e.KVCountWaiters("c") == callers })
+	testbed.WaitFor(t, 10*time.Second, "50 callers still waiting", func() bool { return n.e.KV().CountWaiters("c") == callers })
 	close(release)
 	wg.Wait()
 	close(out)
@@ -88,7 +88,7 @@ func TestKVCountShared(t *testing.T) {
 	t.Logf("%d concurrent callers (and one that gave up) shared %d scan", callers, scans.Load())
 
 	// Finished, the count is not reused: the next call scans again.
-	if _, err := n.e.KVTopicStats(ctx, "c", true); err != nil {
+	if _, err := n.e.KV().TopicStats(ctx, "c", true); err != nil {
 		t.Fatal(err)
 	}
 	if got := scans.Load(); got != 2 {
@@ -110,7 +110,7 @@ func TestKVCountTimeout(t *testing.T) {
 	n.waitReady()
 	stuck := make(chan struct{})
 	defer close(stuck)
-	n.e.SetKVCountHook(func(ctx context.Context, _ string) {
+	n.e.KV().SetCountHook(func(ctx context.Context, _ string) {
 		// A scan that would take longer than its bound.
 		select {
 		case <-stuck:
@@ -118,7 +118,7 @@ func TestKVCountTimeout(t *testing.T) {
 		}
 	})
 	began := time.Now()
-	_, err = n.e.KVTopicStats(ctx, "slow", true)
+	_, err = n.e.KV().TopicStats(ctx, "slow", true)
 	took := time.Since(began)
 	if !errors.Is(err, engine.ErrKVUnavailable) {
 		t.Fatalf("count past its bound: %v, want ErrKVUnavailable", err)

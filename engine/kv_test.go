@@ -84,9 +84,9 @@ func (n *kvNode) restart() {
 func (n *kvNode) waitReady() {
 	n.t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
-	for !n.e.KVReady() {
+	for !n.e.KV().Ready() {
 		if time.Now().After(deadline) {
-			n.t.Fatalf("index not caught up: %+v", n.e.KVStats())
+			n.t.Fatalf("index not caught up: %+v", n.e.KV().Stats())
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -111,7 +111,7 @@ func kvRec(key, value string) record.Record {
 
 const tomb = "\x00tomb"
 
-// Once an append is acknowledged, KVGet returns it: the commit hook
+// Once an append is acknowledged, KV().Get returns it: the commit path
 // indexes before the producer hears back.
 func TestKVReadYourWrites(t *testing.T) {
 	r := testbed.StartRedis(t)
@@ -129,23 +129,23 @@ func TestKVReadYourWrites(t *testing.T) {
 		p := tp.Partition(int32(i % 2))
 		val := fmt.Sprintf("v%d", i)
 		off := put(t, p, kvRec(fmt.Sprintf("k%d", i%7), val))
-		got, err := n.e.KVGet(ctx, "users", []byte(fmt.Sprintf("k%d", i%7)))
+		got, err := n.e.KV().Get(ctx, "users", []byte(fmt.Sprintf("k%d", i%7)))
 		if err != nil || string(got.Value) != val || got.Offset != off || got.Partition != p.ID() {
 			t.Fatalf("after write %d: %+v %v", i, got, err)
 		}
 	}
 	put(t, tp.Partition(0), kvRec("k0", tomb))
-	if _, err := n.e.KVGet(ctx, "users", []byte("k0")); !errors.Is(err, engine.ErrKVNotFound) {
+	if _, err := n.e.KV().Get(ctx, "users", []byte("k0")); !errors.Is(err, engine.ErrKVNotFound) {
 		t.Fatalf("tombstoned key: %v", err)
 	}
-	if _, err := n.e.KVGet(ctx, "users", []byte("never")); !errors.Is(err, engine.ErrKVNotFound) {
+	if _, err := n.e.KV().Get(ctx, "users", []byte("never")); !errors.Is(err, engine.ErrKVNotFound) {
 		t.Fatalf("never written: %v", err)
 	}
 	put(t, plain.Partition(0), kvRec("a", "b"))
-	if _, err := n.e.KVGet(ctx, "plain", []byte("a")); !errors.Is(err, engine.ErrKVNotIndexed) {
+	if _, err := n.e.KV().Get(ctx, "plain", []byte("a")); !errors.Is(err, engine.ErrKVNotIndexed) {
 		t.Fatalf("plain topic: %v", err)
 	}
-	if _, err := n.e.KVGet(ctx, "nope", []byte("a")); !errors.Is(err, engine.ErrUnknownTopic) {
+	if _, err := n.e.KV().Get(ctx, "nope", []byte("a")); !errors.Is(err, engine.ErrUnknownTopic) {
 		t.Fatalf("unknown topic: %v", err)
 	}
 	// A delete-policy topic indexed on request: tombstones delete keys.
@@ -154,13 +154,13 @@ func TestKVReadYourWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	put(t, ix.Partition(0), kvRec("d", "1"), kvRec("e", "2"), kvRec("d", tomb))
-	if got, err := n.e.KVGet(ctx, "docs", []byte("e")); err != nil || string(got.Value) != "2" {
+	if got, err := n.e.KV().Get(ctx, "docs", []byte("e")); err != nil || string(got.Value) != "2" {
 		t.Fatalf("docs e: %+v %v", got, err)
 	}
-	if _, err := n.e.KVGet(ctx, "docs", []byte("d")); !errors.Is(err, engine.ErrKVNotFound) {
+	if _, err := n.e.KV().Get(ctx, "docs", []byte("d")); !errors.Is(err, engine.ErrKVNotFound) {
 		t.Fatalf("docs d: %v", err)
 	}
-	st, err := n.e.KVTopicStats(ctx, "users", true)
+	st, err := n.e.KV().TopicStats(ctx, "users", true)
 	if err != nil || st.Keys != 6 || st.Tombstones != 1 || !st.Ready || len(st.Partitions) != 2 {
 		t.Fatalf("stats: %+v %v", st, err)
 	}
@@ -173,15 +173,15 @@ func TestKVReadYourWrites(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := n.e.KVGet(ctx, "users", []byte("k1")); !errors.Is(err, engine.ErrKVNotFound) {
+	if _, err := n.e.KV().Get(ctx, "users", []byte("k1")); !errors.Is(err, engine.ErrKVNotFound) {
 		t.Fatalf("key of the deleted topic: %v", err)
 	}
 	put(t, again.Partition(0), kvRec("k1", "new"))
-	if got, err := n.e.KVGet(ctx, "users", []byte("k1")); err != nil || string(got.Value) != "new" {
+	if got, err := n.e.KV().Get(ctx, "users", []byte("k1")); err != nil || string(got.Value) != "new" {
 		t.Fatalf("k1 in the new topic: %q %v", got.Value, err)
 	}
 	n.restart()
-	if st := n.e.KVStats(); len(st.Topics) != 2 {
+	if st := n.e.KV().Stats(); len(st.Topics) != 2 {
 		t.Fatalf("after restart, indexed topics %+v", st.Topics)
 	}
 	verifyEqualsRebuild(t, n)
@@ -200,7 +200,7 @@ func (m model) check(t *testing.T, e *engine.Engine, topic string) {
 	t.Helper()
 	ctx := context.Background()
 	for k, want := range m {
-		got, err := e.KVGet(ctx, topic, []byte(k))
+		got, err := e.KV().Get(ctx, topic, []byte(k))
 		if want.value == tomb {
 			if !errors.Is(err, engine.ErrKVNotFound) {
 				t.Fatalf("key %q: want not found (tombstone), got %+v %v", k, got, err)
@@ -314,7 +314,7 @@ func verifyEqualsRebuild(t *testing.T, n *kvNode) {
 		t.Fatal(err)
 	}
 	defer ix.Close()
-	res, err := e.VerifyIndex(context.Background(), ix, t.TempDir(), nil, func(d engine.IndexDiff) {
+	res, err := e.KV().Verify(context.Background(), ix, t.TempDir(), nil, func(d engine.IndexDiff) {
 		t.Errorf("difference: %s %q index %+v log %+v", d.Topic, d.Key, d.Index, d.Log)
 	})
 	if err != nil {
@@ -368,12 +368,12 @@ func TestCompactionLagsAndGaps(t *testing.T) {
 	}
 	rr.Release()
 	for k, want := range map[string]string{"a": "2", "b": "2", "c": "2"} {
-		if got, err := n.e.KVGet(ctx, "c", []byte(k)); err != nil || string(got.Value) != want {
+		if got, err := n.e.KV().Get(ctx, "c", []byte(k)); err != nil || string(got.Value) != want {
 			t.Fatalf("%s: %q %v", k, got.Value, err)
 		}
 	}
 	for _, k := range []string{"d", "e", "f"} {
-		if _, err := n.e.KVGet(ctx, "c", []byte(k)); !errors.Is(err, engine.ErrKVNotFound) {
+		if _, err := n.e.KV().Get(ctx, "c", []byte(k)); !errors.Is(err, engine.ErrKVNotFound) {
 			t.Fatalf("%s: %v", k, err)
 		}
 	}
@@ -403,7 +403,7 @@ func TestKVGoneAndStale(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if _, err := n.e.KVGet(ctx, "r", []byte("old")); !errors.Is(err, engine.ErrKVGone) {
+	if _, err := n.e.KV().Get(ctx, "r", []byte("old")); !errors.Is(err, engine.ErrKVGone) {
 		t.Fatalf("trimmed key: %v", err)
 	}
 	// Remove "new"'s record behind korvet's back: the record the pointer
@@ -412,17 +412,17 @@ func TestKVGoneAndStale(t *testing.T) {
 		t.Fatal(err)
 	}
 	began := time.Now()
-	_, err = n.e.KVGet(ctx, "r", []byte("new"))
+	_, err = n.e.KV().Get(ctx, "r", []byte("new"))
 	if !errors.Is(err, engine.ErrKVUnavailable) {
 		t.Fatalf("stale pointer: %v", err)
 	}
 	if d := time.Since(began); d < 250*time.Millisecond || d > 2*time.Second {
 		t.Fatalf("stale pointer answered after %v, want about the 300ms budget", d)
 	}
-	if got, err := n.e.KVGet(ctx, "r", []byte("other")); err != nil || string(got.Value) != "z" {
+	if got, err := n.e.KV().Get(ctx, "r", []byte("other")); err != nil || string(got.Value) != "z" {
 		t.Fatalf("other: %q %v", got.Value, err)
 	}
-	st := n.e.KVStats()
+	st := n.e.KV().Stats()
 	if st.Reads.Gone != 1 || st.Reads.Stale != 1 || st.Reads.Hit != 1 {
 		t.Fatalf("read outcomes %+v", st.Reads)
 	}
@@ -444,7 +444,7 @@ func TestKVOddKeys(t *testing.T) {
 	n.restart()
 	n.waitReady()
 	for i, k := range keys {
-		got, err := n.e.KVGet(ctx, "odd", []byte(k))
+		got, err := n.e.KV().Get(ctx, "odd", []byte(k))
 		if err != nil || string(got.Value) != fmt.Sprint(i) {
 			t.Fatalf("key %q: %q %v", k, got.Value, err)
 		}
@@ -495,13 +495,13 @@ func TestKVCrashDuringAppends(t *testing.T) {
 		os.Remove(marker)
 
 		n := startKV(t, r, dir, engine.Options{})
-		for _, tsx := range n.e.KVStats().Topics {
+		for _, tsx := range n.e.KV().Stats().Topics {
 			for _, ps := range tsx.Partitions {
 				t.Logf("round %d: partition %d restarts %d records behind", round, ps.Partition, ps.Lag)
 			}
 		}
 		n.waitReady()
-		st := n.e.KVStats()
+		st := n.e.KV().Stats()
 		if len(st.Topics) != 1 || st.Topics[0].Partitions[0].HighWatermark == 0 {
 			t.Fatalf("round %d: nothing appended? %+v\n%s", round, st, out)
 		}
@@ -590,7 +590,7 @@ func TestKVRebuildOnline(t *testing.T) {
 				done <- err
 				return
 			}
-			got, err := n.e.KVGet(ctx, "live", []byte(k))
+			got, err := n.e.KV().Get(ctx, "live", []byte(k))
 			if err != nil && !errors.Is(err, engine.ErrKVUnavailable) {
 				done <- fmt.Errorf("read %s: %v", k, err)
 				return
@@ -601,11 +601,11 @@ func TestKVRebuildOnline(t *testing.T) {
 			}
 		}
 	}()
-	res, err := n.e.RebuildIndexOnline(ctx)
+	res, err := n.e.KV().RebuildOnline(ctx)
 	if err != nil || res.Records < 10000 {
 		t.Fatalf("online rebuild: %+v %v", res, err)
 	}
-	if _, err := n.e.RebuildIndexOnline(ctx); err != nil {
+	if _, err := n.e.KV().RebuildOnline(ctx); err != nil {
 		t.Fatalf("second online rebuild: %v", err)
 	}
 	time.Sleep(100 * time.Millisecond)
@@ -613,11 +613,11 @@ func TestKVRebuildOnline(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if st := n.e.KVRebuild(); st.Running || st.Last.IsZero() || st.LastErr != "" {
+	if st := n.e.KV().RebuildState(); st.Running || st.Last.IsZero() || st.LastErr != "" {
 		t.Fatalf("rebuild state %+v", st)
 	}
 	n.waitReady()
-	got, err := n.e.KVGet(ctx, "live", []byte("k1999"))
+	got, err := n.e.KV().Get(ctx, "live", []byte("k1999"))
 	if err != nil || string(got.Value) != "v9999" {
 		t.Fatalf("k1999: %q %v", got.Value, err)
 	}

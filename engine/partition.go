@@ -192,18 +192,6 @@ func (p *Partition) loadState(meta, segs resp.Reply, top *resp.Reply) error {
 	return nil
 }
 
-// parseEntryID returns the offset of a stream entry ID. It remains for
-// kv.go's key scan only; the KV split switches that call to entry.ParseID.
-func parseEntryID(id []byte) (int64, error) {
-	off, _, err := entry.ParseID(id)
-	return off, err
-}
-
-// CommitHook is called with the records of one committed transaction (in
-// offset order, Offset set) and the partition's new high watermark. The
-// records are valid only during the call; it must not block for long.
-type CommitHook func(p *Partition, batches [][]record.Record, next int64)
-
 // Pending is an append in flight. Wait for it with Wait.
 type Pending struct {
 	recs          []record.Record
@@ -320,9 +308,46 @@ func (p *Partition) close() {
 func (p *Partition) flushLoop() {
 	defer p.t.e.flushers.Done()
 	ctx := p.t.e.bg
-	enc := new(entry.Encoder)
-	var pl resp.Pipeline
-	var idBuf []byte
+	var tx txBuffers
+	for {
+		fl, ok := p.collect(ctx)
+		if !ok {
+			return
+		}
+		fl.plan(p.t.currentSettings(), time.Now())
+		tx.write(p, &fl)
+		err := p.commitRound(ctx, &tx.pl, &fl)
+		if err == nil {
+			p.index(fl.committed, fl.st.next)
+		}
+		fl.acknowledge(err)
+		if err == nil && fl.st.next > fl.st.base {
+			p.notify()
+		}
+	}
+}
+
+// flushRound is the work of one round of the flush loop.
+type flushRound struct {
+	take     []*Pending // appends taken from the queue
+	st       flushState
+	saved    bool // the segment registry exists in Redis
+	trim     bool // a trim is pending
+	trimWait []chan error
+	drops    map[int64]bool
+	archives []archiveReq
+
+	// Set by plan: the appends that go in (take less refused ones and
+	// retries of batches already in the log), and the producers whose
+	// state changed.
+	committed []*Pending
+	changed   []int64
+}
+
+// collect takes the next round's work, first resyncing with Redis after
+// a transaction whose outcome is unknown. ok is false when there is no
+// work left, or the engine is closing: the loop ends.
+func (p *Partition) collect(ctx context.Context) (fl flushRound, ok bool) {
 	for {
 		p.mu.Lock()
 		if ctx.Err() != nil {
@@ -331,13 +356,13 @@ func (p *Partition) flushLoop() {
 			p.failQueuedLocked(fmt.Errorf("%w: %s/%d", ErrClosed, p.t.name, p.id))
 			p.flushing = false
 			p.mu.Unlock()
-			return
+			return fl, false
 		}
 		trim := p.trimTo > p.start.Load()
 		if len(p.queue) == 0 && !trim && !p.roll && len(p.dropLocal) == 0 && len(p.archives) == 0 {
 			p.flushing = false
 			p.mu.Unlock()
-			return
+			return fl, false
 		}
 		if p.needSync {
 			p.mu.Unlock()
@@ -361,138 +386,178 @@ func (p *Partition) flushLoop() {
 			}
 			trim = p.trimTo > p.start.Load()
 		}
-		var size int64
-		n := 0
-		for n < len(p.queue) && (n == 0 || size+p.queue[n].size <= int64(p.t.e.opts.MaxAppendBytes)) {
-			size += p.queue[n].size
-			n++
-		}
-		take := append([]*Pending(nil), p.queue[:n]...)
-		p.queue = append(p.queue[:0], p.queue[n:]...)
-		st := flushState{
-			base: p.next, bytes: p.bytes, maxTs: p.maxTs, segMin: p.segMin, segMax: p.segMax,
-			segs: p.segs, trimTo: p.trimTo, roll: p.roll, producers: p.producers,
-		}
-		drops, archives := p.dropLocal, p.archives
-		p.dropLocal, p.archives = nil, nil
-		var trimWait []chan error
-		if trim {
-			trimWait, p.trimWait = p.trimWait, nil
-		}
-		saved := p.segsSaved
-		p.roll = false
+		fl = p.takeLocked(trim)
 		p.mu.Unlock()
+		return fl, true
+	}
+}
 
-		settings := p.t.currentSettings()
-		now := time.Now()
-		st.planSegments(settings, now, len(take) > 0, saved)
-		committed, changed := st.assign(take, settings, now)
+// takeLocked takes queued appends, up to MaxAppendBytes (one at least),
+// and the other work waiting for a flush; p.mu must be held.
+func (p *Partition) takeLocked(trim bool) flushRound {
+	var size int64
+	n := 0
+	for n < len(p.queue) && (n == 0 || size+p.queue[n].size <= int64(p.t.e.opts.MaxAppendBytes)) {
+		size += p.queue[n].size
+		n++
+	}
+	fl := flushRound{take: append([]*Pending(nil), p.queue[:n]...), trim: trim}
+	p.queue = append(p.queue[:0], p.queue[n:]...)
+	fl.st = flushState{
+		base: p.next, bytes: p.bytes, maxTs: p.maxTs, segMin: p.segMin, segMax: p.segMax,
+		segs: p.segs, trimTo: p.trimTo, roll: p.roll, producers: p.producers,
+	}
+	fl.drops, fl.archives = p.dropLocal, p.archives
+	p.dropLocal, p.archives = nil, nil
+	if trim {
+		fl.trimWait, p.trimWait = p.trimWait, nil
+	}
+	fl.saved = p.segsSaved
+	p.roll = false
+	return fl
+}
 
-		pl.Reset()
-		pl.Cmd("MULTI")
-		stream := p.streamKey(st.segs[len(st.segs)-1].ID)
-		for _, op := range committed {
-			for i := range op.recs {
-				r := &op.recs[i]
-				pairs := enc.Prepare(r)
-				pl.Array(3 + 2*pairs)
-				pl.String("XADD")
-				pl.String(stream)
-				idBuf = entry.AppendID(idBuf[:0], r.Offset, op.codec)
-				pl.Bulk(idBuf)
-				enc.Append(&pl)
-			}
+// plan seals the open segment if due and gives offsets to the appends
+// that go in.
+func (fl *flushRound) plan(settings topicSettings, now time.Time) {
+	fl.st.planSegments(settings, now, len(fl.take) > 0, fl.saved)
+	fl.committed, fl.changed = fl.st.assign(fl.take, settings, now)
+}
+
+// txBuffers are the flush loop's buffers, reused round after round.
+type txBuffers struct {
+	pl    resp.Pipeline
+	enc   entry.Encoder
+	idBuf []byte
+}
+
+// write builds the round's transaction: the records, the partition's
+// counters and producers, the append summary, then any trim, archive
+// mark, local drop and change to the segment registry.
+func (tx *txBuffers) write(p *Partition, fl *flushRound) {
+	st := &fl.st
+	pl := &tx.pl
+	pl.Reset()
+	pl.Cmd("MULTI")
+	stream := p.streamKey(st.segs[len(st.segs)-1].ID)
+	for _, op := range fl.committed {
+		for i := range op.recs {
+			r := &op.recs[i]
+			pairs := tx.enc.Prepare(r)
+			pl.Array(3 + 2*pairs)
+			pl.String("XADD")
+			pl.String(stream)
+			tx.idBuf = entry.AppendID(tx.idBuf[:0], r.Offset, op.codec)
+			pl.Bulk(tx.idBuf)
+			tx.enc.Append(pl)
 		}
-		if st.next > st.base || len(changed) > 0 {
-			args := []any{"HSET", p.metaKey, "next", st.next, "bytes", st.bytes, "maxts", st.maxTs, "smin", st.segMin, "smax", st.segMax}
-			for _, pid := range changed {
-				args = append(args, producerField(pid), st.producers[pid].encode())
+	}
+	if st.next > st.base || len(fl.changed) > 0 {
+		args := []any{"HSET", p.metaKey, "next", st.next, "bytes", st.bytes, "maxts", st.maxTs, "smin", st.segMin, "smax", st.segMax}
+		for _, pid := range fl.changed {
+			args = append(args, producerField(pid), st.producers[pid].encode())
+		}
+		pl.Cmd(args...)
+	}
+	if st.next > st.base {
+		tx.idBuf = entry.AppendID(tx.idBuf[:0], st.next-1, 0)
+		pl.Cmd("XADD", p.batchesKey, tx.idBuf, "t", st.maxTs, "b", st.bytes)
+	}
+	if fl.trim {
+		p.planTrim(pl, st)
+	}
+	for _, a := range fl.archives {
+		st.markArchived(a)
+	}
+	for id := range fl.drops {
+		p.planDropLocal(pl, st, id)
+	}
+	if st.segsChanged {
+		args := []any{"HSET", p.segmentsKey}
+		for _, sg := range st.segs {
+			args = append(args, sg.ID, sg.encode())
+		}
+		pl.Cmd(args...)
+		if len(st.removed) > 0 {
+			args := []any{"HDEL", p.segmentsKey}
+			for _, id := range st.removed {
+				args = append(args, id)
 			}
 			pl.Cmd(args...)
 		}
-		if st.next > st.base {
-			idBuf = entry.AppendID(idBuf[:0], st.next-1, 0)
-			pl.Cmd("XADD", p.batchesKey, idBuf, "t", st.maxTs, "b", st.bytes)
-		}
-		if trim {
-			p.planTrim(&pl, &st)
-		}
-		for _, a := range archives {
-			st.markArchived(a)
-		}
-		for id := range drops {
-			p.planDropLocal(&pl, &st, id)
-		}
-		if st.segsChanged {
-			args := []any{"HSET", p.segmentsKey}
-			for _, sg := range st.segs {
-				args = append(args, sg.ID, sg.encode())
-			}
-			pl.Cmd(args...)
-			if len(st.removed) > 0 {
-				args := []any{"HDEL", p.segmentsKey}
-				for _, id := range st.removed {
-					args = append(args, id)
-				}
-				pl.Cmd(args...)
+	}
+	pl.Cmd("EXEC")
+}
+
+// commitRound runs the round's transaction and, if Redis took it, makes
+// the round's state the partition's; if it did not, the partition resyncs
+// before the next round.
+func (p *Partition) commitRound(ctx context.Context, pl *resp.Pipeline, fl *flushRound) error {
+	st := &fl.st
+	err := p.commit(ctx, pl)
+	if err != nil && resp.IsConnError(err) {
+		// The transaction may or may not have run: the counter written
+		// with it tells.
+		if serr := p.resync(ctx); serr == nil && st.next > st.base {
+			p.mu.Lock()
+			applied := p.next == st.next
+			p.mu.Unlock()
+			if applied {
+				err = nil
 			}
 		}
-		pl.Cmd("EXEC")
-		err := p.commit(ctx, &pl)
-		if err != nil && resp.IsConnError(err) {
-			// The transaction may or may not have run: the counter written
-			// with it tells.
-			if serr := p.resync(ctx); serr == nil && st.next > st.base {
-				p.mu.Lock()
-				applied := p.next == st.next
-				p.mu.Unlock()
-				if applied {
-					err = nil
-				}
-			}
+	}
+	p.mu.Lock()
+	if err == nil {
+		p.next, p.bytes, p.maxTs, p.segMin, p.segMax = st.next, st.bytes, st.maxTs, st.segMin, st.segMax
+		p.segs, p.producers = st.segs, st.producers
+		p.segsSaved = p.segsSaved || st.segsChanged
+		p.hw.Store(st.next)
+		if fl.trim && st.trimTo > p.start.Load() {
+			p.start.Store(st.trimTo)
 		}
-		p.mu.Lock()
-		if err == nil {
-			p.next, p.bytes, p.maxTs, p.segMin, p.segMax = st.next, st.bytes, st.maxTs, st.segMin, st.segMax
-			p.segs, p.producers = st.segs, st.producers
-			p.segsSaved = p.segsSaved || st.segsChanged
-			p.hw.Store(st.next)
-			if trim && st.trimTo > p.start.Load() {
-				p.start.Store(st.trimTo)
-			}
-		} else {
-			p.needSync = true
-			if st.roll {
-				p.roll = true
-			}
+	} else {
+		p.needSync = true
+		if st.roll {
+			p.roll = true
 		}
-		p.mu.Unlock()
-		if err != nil {
-			p.t.e.log.Warn("append failed", "topic", p.t.name, "partition", p.id, "records", st.next-st.base, "err", err)
-			err = fmt.Errorf("%w: %v", ErrStorageUnavailable, err)
+	}
+	p.mu.Unlock()
+	if err != nil {
+		p.t.e.log.Warn("append failed", "topic", p.t.name, "partition", p.id, "records", st.next-st.base, "err", err)
+		err = fmt.Errorf("%w: %v", ErrStorageUnavailable, err)
+	}
+	return err
+}
+
+// index hands a committed round to the key index before its producers
+// hear back, so that a KV read after an acknowledged append sees it.
+func (p *Partition) index(committed []*Pending, next int64) {
+	live := p.t.e.kv.live
+	if live == nil || len(committed) == 0 {
+		return
+	}
+	batches := make([][]record.Record, len(committed))
+	for i, op := range committed {
+		batches[i] = op.recs
+	}
+	live.onCommit(p, batches, next)
+}
+
+// acknowledge tells the round's appends, archive marks and trim waits
+// how it went.
+func (fl *flushRound) acknowledge(err error) {
+	for _, op := range fl.take {
+		if err != nil && op.err == nil {
+			op.err = err
 		}
-		if err == nil && len(committed) > 0 && p.t.e.opts.OnCommit != nil {
-			batches := make([][]record.Record, len(committed))
-			for i, op := range committed {
-				batches[i] = op.recs
-			}
-			p.t.e.opts.OnCommit(p, batches, st.next)
-		}
-		for _, op := range take {
-			if err != nil && op.err == nil {
-				op.err = err
-			}
-			close(op.done)
-		}
-		for _, a := range archives {
-			a.done <- err
-		}
-		for _, w := range trimWait {
-			w <- err
-		}
-		if err == nil && st.next > st.base {
-			p.notify()
-		}
+		close(op.done)
+	}
+	for _, a := range fl.archives {
+		a.done <- err
+	}
+	for _, w := range fl.trimWait {
+		w <- err
 	}
 }
 

@@ -96,19 +96,10 @@ func (r Reply) Elems(dst []Reply) []Reply {
 }
 
 func typeName(t redcon.Type) string {
-	switch t {
-	case redcon.String:
-		return "simple string"
-	case redcon.Error:
-		return "error"
-	case redcon.Integer:
-		return "integer"
-	case redcon.Bulk:
-		return "bulk string"
-	case redcon.Array:
-		return "array"
+	if t == 0 {
+		return "empty"
 	}
-	return "empty"
+	return Kind(t).String()
 }
 
 // clone returns a copy of r that shares no memory with the read buffer.

@@ -188,11 +188,11 @@ func (s *server) status(ctx context.Context, r *http.Request) statusJSON {
 // indexView sums the engine's index figures; ok is false when korvet
 // runs without an index.
 func (s *server) indexView() (ix indexJSON, ok bool) {
-	st := s.eng.KVStats()
+	st := s.eng.KV().Stats()
 	if !st.Enabled {
 		return indexJSON{}, false
 	}
-	rb := s.eng.KVRebuild()
+	rb := s.eng.KV().RebuildState()
 	ix = indexJSON{Open: st.Enabled, SizeBytes: int64(st.DiskBytes), Rebuilding: rb.Running, LastRebuild: rb.Last}
 	if rb.LastErr != "" {
 		ix.Error = "last rebuild: " + rb.LastErr
@@ -368,7 +368,7 @@ func (s *server) groupViews(ctx context.Context, r *http.Request) []groupJSON {
 // apiIndexRebuild starts a rebuild of the KV index; its progress shows
 // in the status (index.rebuilding, index.last_rebuild).
 func (s *server) apiIndexRebuild(w http.ResponseWriter, r *http.Request) {
-	switch err := s.eng.StartIndexRebuild(); {
+	switch err := s.eng.KV().StartRebuild(); {
 	case errors.Is(err, engine.ErrKVDisabled):
 		writeError(w, http.StatusNotImplemented, "this korvet has no KV index to rebuild")
 		return

@@ -25,10 +25,10 @@ import (
 // and GET /v1/kv/{topic} (index figures). Keys are percent-encoded in the
 // path, or base64url with ?key_encoding=base64url for binary keys.
 
-// KV is what the KV view needs of the engine; *engine.Engine has it.
+// KV is what the KV view needs of the engine; *engine.KV has it.
 type KV interface {
-	KVGet(ctx context.Context, topic string, key []byte) (engine.KVRecord, error)
-	KVTopicStats(ctx context.Context, topic string, count bool) (engine.KVTopicStats, error)
+	Get(ctx context.Context, topic string, key []byte) (engine.KVRecord, error)
+	TopicStats(ctx context.Context, topic string, count bool) (engine.KVTopicStats, error)
 }
 
 const (
@@ -246,7 +246,7 @@ func (h *kvHandler) get(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), kvTimeout)
 	defer cancel()
-	rec, err := h.kv.KVGet(ctx, topic, key)
+	rec, err := h.kv.Get(ctx, topic, key)
 	if err != nil {
 		kvError(w, err)
 		return
@@ -396,7 +396,7 @@ func (h *kvHandler) mget(w http.ResponseWriter, r *http.Request) {
 		go func() {
 			defer wg.Done()
 			for s := range jobs {
-				s.rec, s.err = h.kv.KVGet(ctx, topic, s.key)
+				s.rec, s.err = h.kv.Get(ctx, topic, s.key)
 				flow.read(int64(len(s.rec.Value)))
 				close(s.done)
 			}
@@ -612,7 +612,7 @@ func (m *mgetWriter) end(next int) {
 func (h *kvHandler) stats(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
 	defer cancel()
-	st, err := h.kv.KVTopicStats(ctx, r.PathValue("topic"), r.URL.Query().Get("count") == "exact")
+	st, err := h.kv.TopicStats(ctx, r.PathValue("topic"), r.URL.Query().Get("count") == "exact")
 	if err != nil {
 		kvError(w, err)
 		return

@@ -24,14 +24,14 @@ type keyRecorder struct {
 	keys [][]byte
 }
 
-func (k *keyRecorder) KVGet(_ context.Context, topic string, key []byte) (engine.KVRecord, error) {
+func (k *keyRecorder) Get(_ context.Context, topic string, key []byte) (engine.KVRecord, error) {
 	k.mu.Lock()
 	k.keys = append(k.keys, bytes.Clone(key))
 	k.mu.Unlock()
 	return engine.KVRecord{}, fmt.Errorf("%w: in %s", engine.ErrKVNotFound, topic)
 }
 
-func (k *keyRecorder) KVTopicStats(context.Context, string, bool) (engine.KVTopicStats, error) {
+func (k *keyRecorder) TopicStats(context.Context, string, bool) (engine.KVTopicStats, error) {
 	return engine.KVTopicStats{}, engine.ErrKVNotIndexed
 }
 

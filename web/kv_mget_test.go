@@ -31,7 +31,7 @@ type mapKV struct {
 	active, top int // reads running now, and at most
 }
 
-func (m *mapKV) KVGet(ctx context.Context, topic string, key []byte) (engine.KVRecord, error) {
+func (m *mapKV) Get(ctx context.Context, topic string, key []byte) (engine.KVRecord, error) {
 	m.mu.Lock()
 	m.reads[string(key)]++
 	m.active++
@@ -62,7 +62,7 @@ func (m *mapKV) KVGet(ctx context.Context, topic string, key []byte) (engine.KVR
 	return engine.KVRecord{Offset: 7, Value: v, Headers: []record.Header{{Key: []byte("content-type"), Value: []byte("text/html")}}}, nil
 }
 
-func (m *mapKV) KVTopicStats(context.Context, string, bool) (engine.KVTopicStats, error) {
+func (m *mapKV) TopicStats(context.Context, string, bool) (engine.KVTopicStats, error) {
 	return engine.KVTopicStats{}, nil
 }
 

@@ -128,9 +128,9 @@ func (n *node) client(opts ...kgo.Opt) *kgo.Client {
 func (n *node) waitReady() {
 	n.t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
-	for !n.eng.KVReady() {
+	for !n.eng.KV().Ready() {
 		if time.Now().After(deadline) {
-			n.t.Fatalf("index did not catch up: %+v", n.eng.KVStats())
+			n.t.Fatalf("index did not catch up: %+v", n.eng.KV().Stats())
 		}
 		time.Sleep(5 * time.Millisecond)
 	}

@@ -117,7 +117,7 @@ func New(eng *engine.Engine, opts Options) http.Handler {
 	mux.HandleFunc("GET /api/v1/topics", s.apiTopics)
 	mux.HandleFunc("GET /api/v1/groups", s.apiGroups)
 	mux.HandleFunc("POST /api/v1/index/rebuild", s.admin(s.apiIndexRebuild))
-	registerKV(mux, eng, opts.KVMgetMaxBytes, s.topicGuard)
+	registerKV(mux, eng.KV(), opts.KVMgetMaxBytes, s.topicGuard)
 	if store := eng.ColdStore(); store != nil {
 		// The Iceberg REST catalog, read-only: DuckDB, Trino, Spark or
 		// PyIceberg attach to the archive at http://HOST/iceberg. A table

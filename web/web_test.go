@@ -76,8 +76,8 @@ func indexedTopic(t *testing.T, eng *engine.Engine, topic string, keys ...string
 // (the figures the status shows are the last count).
 func countKeys(t *testing.T, eng *engine.Engine, topic string) {
 	t.Helper()
-	testbed.WaitFor(t, 30*time.Second, "the index to catch up", eng.KVReady)
-	if _, err := eng.KVTopicStats(context.Background(), topic, true); err != nil {
+	testbed.WaitFor(t, 30*time.Second, "the index to catch up", eng.KV().Ready)
+	if _, err := eng.KV().TopicStats(context.Background(), topic, true); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -253,11 +253,11 @@ func TestIndexAndTiering(t *testing.T) {
 		tt, _ := eng.Tiering()
 		return tt.BacklogSegments > 0 && tt.Errors > 0
 	})
-	if err := eng.StartIndexRebuild(); err != nil {
+	if err := eng.KV().StartRebuild(); err != nil {
 		t.Fatal(err)
 	}
 	testbed.WaitFor(t, 30*time.Second, "the index rebuild", func() bool {
-		rb := eng.KVRebuild()
+		rb := eng.KV().RebuildState()
 		return !rb.Running && !rb.Last.IsZero()
 	})
 	countKeys(t, eng, "users")
@@ -268,7 +268,7 @@ func TestIndexAndTiering(t *testing.T) {
 	if err := json.Unmarshal(w.Body.Bytes(), &st); err != nil {
 		t.Fatal(err)
 	}
-	rb := eng.KVRebuild()
+	rb := eng.KV().RebuildState()
 	if ix := st.Index; ix == nil || !ix.Open || ix.Keys != 3 || ix.SizeBytes <= 0 || ix.Lag != 0 || len(ix.Topics) != 1 || ix.Topics[0] != "users" ||
 		ix.Rebuilding || !ix.LastRebuild.Equal(rb.Last) || ix.Error != "" {
 		t.Errorf("index = %+v, want open, 3 keys of users, rebuilt at %v", st.Index, rb.Last)
@@ -349,7 +349,7 @@ func TestAdminToken(t *testing.T) {
 	}
 	noRebuild := func(when string) {
 		t.Helper()
-		if rb := eng.KVRebuild(); rb.Running || !rb.Last.IsZero() {
+		if rb := eng.KV().RebuildState(); rb.Running || !rb.Last.IsZero() {
 			t.Fatalf("%s: a rebuild ran: %+v", when, rb)
 		}
 	}
@@ -378,14 +378,14 @@ func TestAdminToken(t *testing.T) {
 	if res, err := rc.Do(context.Background(), "CLIENT", "PAUSE", "3000", "ALL"); err != nil || res.Err() != nil {
 		t.Fatalf("CLIENT PAUSE: %v %v", err, res.Err())
 	}
-	if w := post(h, "Bearer "+token); w.Code != http.StatusAccepted || !eng.KVRebuild().Running {
-		t.Errorf("right token: %d %s, rebuild %+v; want 202 and a rebuild running", w.Code, w.Body, eng.KVRebuild())
+	if w := post(h, "Bearer "+token); w.Code != http.StatusAccepted || !eng.KV().RebuildState().Running {
+		t.Errorf("right token: %d %s, rebuild %+v; want 202 and a rebuild running", w.Code, w.Body, eng.KV().RebuildState())
 	}
 	if w := post(h, "Bearer "+token); w.Code != http.StatusConflict || !strings.Contains(w.Body.String(), "already running") {
 		t.Errorf("second rebuild: %d %s, want 409", w.Code, w.Body)
 	}
 	testbed.WaitFor(t, 30*time.Second, "the rebuild to end", func() bool {
-		rb := eng.KVRebuild()
+		rb := eng.KV().RebuildState()
 		return !rb.Running && !rb.Last.IsZero()
 	})
 	if w := get(t, h, "/api/v1/index/rebuild", nil); w.Code != http.StatusMethodNotAllowed {

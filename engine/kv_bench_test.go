@@ -1,0 +1,119 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/korvet/korvet/engine/index"
+	"github.com/korvet/korvet/engine/record"
+	"github.com/korvet/korvet/internal/testbed"
+	"github.com/korvet/korvet/resp"
+)
+
+// benchTopic opens an engine without an index on a fresh Redis, with an
+// indexed topic of parts partitions holding perPart records each: 16-byte
+// keys, 256-byte values, one header.
+func benchTopic(b *testing.B, parts int32, perPart int) (*Engine, *Topic) {
+	b.Helper()
+	r := testbed.StartRedis(b)
+	rc, err := resp.New(r.URL, resp.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { rc.Close() })
+	ctx := context.Background()
+	e, err := Open(ctx, rc, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(e.Close)
+	t, err := e.CreateTopic(ctx, "bench", parts, map[string]string{"korvet.index.enable": "true", "retention.ms": "-1"}, false)
+	if err != nil {
+		b.Fatal(err)
+	}
+	val := make([]byte, 256)
+	batch := make([]record.Record, 1000)
+	for _, p := range t.Partitions() {
+		for i := 0; i < perPart; i += len(batch) {
+			for j := range batch {
+				batch[j] = record.Record{Timestamp: time.Now().UnixMilli(), Key: fmt.Appendf(nil, "key-%012d", i+j), Value: val,
+					Headers: []record.Header{{Key: []byte("h"), Value: []byte("v")}}}
+			}
+			if _, _, err := p.Append(batch).Wait(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	return e, t
+}
+
+// BenchmarkReadKeys measures one catch-up read of keyScanCount records:
+// the XRANGE and the walk of its reply.
+func BenchmarkReadKeys(b *testing.B) {
+	_, t := benchTopic(b, 1, keyScanCount)
+	p := t.Partition(0)
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		recs, next, release, err := p.readKeys(ctx, 0, keyScanCount)
+		if err != nil || len(recs) != keyScanCount || next != keyScanCount {
+			b.Fatalf("%d records, next %d: %v", len(recs), next, err)
+		}
+		release()
+	}
+	b.ReportMetric(float64(b.N*keyScanCount)/b.Elapsed().Seconds(), "records/s")
+}
+
+// BenchmarkParseKeyEntries measures the walk of one XRANGE reply of
+// keyScanCount records alone, on the bytes Redis sent.
+func BenchmarkParseKeyEntries(b *testing.B) {
+	e, t := benchTopic(b, 1, keyScanCount)
+	p := t.Partition(0)
+	var pl resp.Pipeline
+	pl.Cmd("XRANGE", p.streamKey(0), 0, keyScanCount-1)
+	rs, err := e.rc.Exec(context.Background(), &pl)
+	if err != nil {
+		b.Fatal(err)
+	}
+	raw := append([]byte(nil), rs.At(0).Raw...)
+	rs.Release()
+	recs := make([]record.Record, 0, keyScanCount)
+	b.SetBytes(int64(len(raw)))
+	b.ReportAllocs()
+	for b.Loop() {
+		recs, err = parseKeyEntries(raw, recs[:0])
+		if err != nil || len(recs) != keyScanCount {
+			b.Fatalf("%d records: %v", len(recs), err)
+		}
+	}
+	b.ReportMetric(float64(b.N*keyScanCount)/b.Elapsed().Seconds(), "records/s")
+}
+
+// BenchmarkRebuild measures an offline rebuild of two partitions of 50k
+// records each into a fresh index.
+func BenchmarkRebuild(b *testing.B) {
+	const perPart = 50_000
+	e, _ := benchTopic(b, 2, perPart)
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		b.StopTimer()
+		ix, err := index.Open(b.TempDir(), index.Options{Bulk: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		res, err := e.KV().Rebuild(ctx, ix, RebuildOptions{})
+		if err != nil || res.Records != 2*perPart {
+			b.Fatalf("%+v: %v", res, err)
+		}
+		b.StopTimer()
+		ix.Close()
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(b.N*2*perPart)/b.Elapsed().Seconds(), "records/s")
+}

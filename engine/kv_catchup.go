@@ -1,0 +1,310 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/korvet/korvet/engine/record"
+)
+
+// catchUpLoop brings lagging partitions up to their high watermark.
+func (kv *kvIndex) catchUpLoop() {
+	defer kv.e.wg.Done()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-kv.e.bg.Done():
+			return
+		case <-kv.wake:
+		case <-tick.C:
+		}
+		var lag []*kvPart
+		kv.mu.RLock()
+		for _, kt := range kv.topics {
+			for _, kp := range kt.partitions() {
+				if !kp.isReady() {
+					lag = append(lag, kp)
+				}
+			}
+		}
+		kv.mu.RUnlock()
+		kv.fillAll(kv.e.bg, lag, nil, nil)
+	}
+}
+
+// fillAll catches partitions up, a few at a time.
+func (kv *kvIndex) fillAll(ctx context.Context, parts []*kvPart, upto func(*kvPart) int64, progress *atomic.Int64) error {
+	const workers = 4
+	sem := make(chan struct{}, workers)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var first error
+	for _, kp := range parts {
+		kp.mu.Lock()
+		busy := kp.busy
+		kp.busy = true
+		kp.mu.Unlock()
+		if busy {
+			continue
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() {
+				kp.mu.Lock()
+				kp.busy = false
+				kp.mu.Unlock()
+				<-sem
+				wg.Done()
+			}()
+			limit := int64(-1)
+			if upto != nil {
+				limit = upto(kp)
+			}
+			err := kv.fill(ctx, kp, limit, progress)
+			if err != nil && ctx.Err() == nil {
+				kv.log.Warn("key index: catch-up", "topic", kp.p.t.name, "partition", kp.p.id, "err", err)
+				mu.Lock()
+				if first == nil {
+					first = err
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return first
+}
+
+// fillChunk is one read of the log ahead of the applier: the records at
+// or after from, and next, the offset after the range the read covered.
+type fillChunk struct {
+	from, next int64
+	recs       []record.Record
+	release    func()
+	err        error
+}
+
+// fill applies the partition's log from its checkpoint up to limit (the
+// high watermark when limit < 0, following it until caught up). Reads run
+// one chunk ahead of the applier, so Redis and Pebble work in parallel.
+func (kv *kvIndex) fill(ctx context.Context, kp *kvPart, limit int64, progress *atomic.Int64) error {
+	p := kp.p
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	target := func() int64 {
+		if limit >= 0 {
+			return min(limit, p.HighWatermark())
+		}
+		return p.HighWatermark()
+	}
+	kv.closeMu.RLock()
+	gen := kv.gen
+	kv.closeMu.RUnlock()
+	kp.mu.Lock()
+	from := max(kp.applied, p.LogStart())
+	kp.mu.Unlock()
+
+	// Offsets are dense (compaction only thins them), so the log ahead
+	// splits into windows of keyScanCount offsets read concurrently, a
+	// few at a time, and handed to the applier in order: a rebuild keeps
+	// Redis and both ends of the pipe busy.
+	const inflight = 3
+	chunks := make(chan fillChunk, inflight)
+	go func() {
+		defer close(chunks)
+		var queue []chan fillChunk
+		at := from
+		for {
+			for len(queue) < inflight {
+				to := min(target(), at+keyScanCount)
+				if at >= to {
+					break
+				}
+				fut := make(chan fillChunk, 1)
+				go func(a, b int64) { fut <- readRange(ctx, p, a, b) }(at, to)
+				queue = append(queue, fut)
+				at = to
+			}
+			if len(queue) == 0 {
+				return
+			}
+			c := <-queue[0]
+			queue = queue[1:]
+			if c.err != nil {
+				for _, f := range queue {
+					if r := <-f; r.release != nil {
+						r.release()
+					}
+				}
+				queue = nil
+			}
+			select {
+			case chunks <- c:
+			case <-ctx.Done():
+				if c.release != nil {
+					c.release()
+				}
+				for _, f := range queue {
+					if r := <-f; r.release != nil {
+						r.release()
+					}
+				}
+				return
+			}
+			if c.err != nil {
+				return
+			}
+		}
+	}()
+
+	for c := range chunks {
+		if errors.Is(c.err, ErrOffsetOutOfRange) && c.from < p.LogStart() {
+			// Retention moved past the checkpoint meanwhile: go again
+			// from the new log start.
+			kv.nudge()
+			break
+		}
+		if c.err != nil {
+			return c.err
+		}
+		err := kv.applyChunk(kp, c, limit, gen, progress)
+		c.release()
+		if errors.Is(err, errKVSwapped) {
+			kv.nudge()
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	// Caught up as far as the reads went; the commit path takes over when
+	// nothing was committed meanwhile, else the next round continues.
+	kv.closeMu.RLock()
+	defer kv.closeMu.RUnlock()
+	kp.mu.Lock()
+	defer kp.mu.Unlock()
+	if kv.closed || kv.gen != gen {
+		return nil
+	}
+	if s := p.LogStart(); kp.applied < s {
+		// Retention passed the checkpoint: nothing below s is readable.
+		b := kv.ix.NewBatch()
+		defer b.Close()
+		if err := kv.commit(b, kp, s); err != nil {
+			return err
+		}
+	}
+	if limit < 0 && kp.applied >= p.HighWatermark() {
+		kp.setReady()
+	} else if limit < 0 {
+		kv.nudge()
+	}
+	return nil
+}
+
+// readRange reads the keys of records [a, b) for fill, in as many reads
+// as segment boundaries take.
+func readRange(ctx context.Context, p *Partition, a, b int64) fillChunk {
+	c := fillChunk{from: a, next: a}
+	var releases []func()
+	c.release = func() {
+		for _, r := range releases {
+			r()
+		}
+	}
+	for c.next < b {
+		recs, next, release, err := p.readKeys(ctx, c.next, b)
+		if err != nil {
+			c.err = err
+			c.release()
+			c.release = nil
+			return c
+		}
+		releases = append(releases, release)
+		if c.recs == nil {
+			c.recs = recs
+		} else {
+			c.recs = append(c.recs, recs...)
+		}
+		if next <= c.next {
+			break // the log is shorter than b (cannot happen below the high watermark)
+		}
+		c.next = next
+	}
+	return c
+}
+
+// applyChunk indexes one chunk of records.
+func (kv *kvIndex) applyChunk(kp *kvPart, c fillChunk, limit int64, gen uint64, progress *atomic.Int64) error {
+	p := kp.p
+	kv.closeMu.RLock()
+	defer kv.closeMu.RUnlock()
+	kp.mu.Lock()
+	defer kp.mu.Unlock()
+	if kv.closed {
+		return errKVClosed
+	}
+	if kv.gen != gen {
+		return errKVSwapped
+	}
+	if c.from > kp.applied && c.from > p.LogStart() {
+		// Unreachable while reads start at the checkpoint; refuse rather
+		// than leave a hole.
+		return fmt.Errorf("catch-up read at %d past checkpoint %d", c.from, kp.applied)
+	}
+	compacted := p.t.Compacted()
+	end := c.next
+	if limit >= 0 {
+		end = min(end, limit)
+	}
+	if end <= kp.applied {
+		return nil // the commit path got there first
+	}
+	b := kv.ix.NewBatch()
+	defer b.Close()
+	n := 0
+	for i := range c.recs {
+		r := &c.recs[i]
+		if r.Offset < kp.applied || r.Offset >= end {
+			continue
+		}
+		if err := applyRecord(b, p.t.id, p.id, compacted, r); err != nil {
+			return err
+		}
+		n++
+	}
+	if err := kv.commit(b, kp, end); err != nil {
+		return err
+	}
+	if progress != nil {
+		progress.Add(int64(n))
+	}
+	return nil
+}
+
+// waitReady waits until every partition of kt has caught up.
+func (kt *kvTopic) waitReady(ctx context.Context) error {
+	for _, kp := range kt.partitions() {
+		kp.mu.Lock()
+		ch := kp.ready
+		kp.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			kp.mu.Lock()
+			behind := kp.p.HighWatermark() - kp.applied
+			kp.mu.Unlock()
+			return fmt.Errorf("%w: partition %d of %s is catching up (%d records behind)", ErrKVUnavailable, kp.p.id, kt.t.name, behind)
+		}
+	}
+	return nil
+}
