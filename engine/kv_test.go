@@ -20,6 +20,7 @@ import (
 	"github.com/korvet/korvet/engine/index"
 	"github.com/korvet/korvet/engine/record"
 	"github.com/korvet/korvet/internal/testbed"
+	"github.com/korvet/korvet/internal/testbed/enginetest"
 	"github.com/korvet/korvet/resp"
 )
 
@@ -48,21 +49,7 @@ func startKV(t *testing.T, r *testbed.Redis, dir string, opts engine.Options) *k
 
 func (n *kvNode) start() {
 	n.t.Helper()
-	rc, err := resp.New(n.r.URL, resp.Options{Timeout: 5 * time.Second})
-	if err != nil {
-		n.t.Fatal(err)
-	}
-	opts := n.opts
-	opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	if os.Getenv("KORVET_TEST_LOG") != "" {
-		opts.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	e, err := engine.Open(context.Background(), rc, opts)
-	if err != nil {
-		rc.Close()
-		n.t.Fatalf("open engine: %v", err)
-	}
-	n.rc, n.e = rc, e
+	n.e, n.rc = enginetest.Open(n.t, n.r, n.opts)
 }
 
 func (n *kvNode) stop() {

@@ -5,8 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"runtime"
 	"runtime/pprof"
 	"slices"
@@ -15,10 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/korvet/korvet/cold"
 	"github.com/korvet/korvet/engine"
 	"github.com/korvet/korvet/engine/group"
 	"github.com/korvet/korvet/internal/testbed"
+	"github.com/korvet/korvet/internal/testbed/enginetest"
 	"github.com/korvet/korvet/resp"
 )
 
@@ -50,7 +48,7 @@ func redisState(t *testing.T, rc *resp.Client) string {
 // Redis; up to them everything is created.
 func TestPartitionCaps(t *testing.T) {
 	r := testbed.StartRedis(t)
-	e, rc := open(t, r, engine.Options{AutoCreateTopics: true, DefaultPartitions: 3, MaxPartitionsPerTopic: 10, MaxPartitions: 25})
+	e, rc := enginetest.Open(t, r, engine.Options{AutoCreateTopics: true, DefaultPartitions: 3, MaxPartitionsPerTopic: 10, MaxPartitions: 25})
 	ctx := context.Background()
 	refused := func(what, key string, err error) {
 		t.Helper()
@@ -129,28 +127,16 @@ func goroutineDump() string {
 func TestCloseStopsBackgroundLoops(t *testing.T) {
 	r := testbed.StartRedis(t)
 	ctx := context.Background()
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	baseline := runtime.NumGoroutine()
 
-	rc, err := resp.New(r.URL, resp.Options{Timeout: 3 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	store, err := cold.Open(ctx, cold.Config{Warehouse: "file://" + t.TempDir(), CacheDir: t.TempDir()}, quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := engine.Open(ctx, rc, engine.Options{
+	store := enginetest.Cold(t, enginetest.LocalWarehouse(t))
+	e, rc := enginetest.Open(t, r, engine.Options{
 		AutoCreateTopics:  true,
 		Cold:              store,
 		TieringInterval:   50 * time.Millisecond,
 		RetentionInterval: 50 * time.Millisecond,
 		Index:             engine.IndexOptions{Dir: t.TempDir()},
-		Logger:            quiet,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	tp, err := e.CreateTopic(ctx, "busy", 4, map[string]string{"segment.bytes": "2000", "remote.storage.enable": "true", "korvet.index.enable": "true", "retention.ms": "-1"}, false)
 	if err != nil {
 		t.Fatal(err)

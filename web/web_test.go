@@ -22,7 +22,7 @@ import (
 	"github.com/korvet/korvet/engine/group"
 	"github.com/korvet/korvet/engine/record"
 	"github.com/korvet/korvet/internal/testbed"
-	"github.com/korvet/korvet/resp"
+	"github.com/korvet/korvet/internal/testbed/enginetest"
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -31,16 +31,7 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 func openEngine(t *testing.T, redisArgs ...string) (*engine.Engine, *testbed.Redis) {
 	t.Helper()
 	r := testbed.StartRedis(t, redisArgs...)
-	rc, err := resp.New(r.URL, resp.Options{Timeout: 2 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { rc.Close() })
-	eng, err := engine.Open(context.Background(), rc, engine.Options{Logger: quiet, GroupInitialRebalanceDelay: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(eng.Close)
+	eng, _ := enginetest.Open(t, r, engine.Options{Logger: quiet, GroupInitialRebalanceDelay: -1})
 	return eng, r
 }
 

@@ -103,20 +103,6 @@ func (c *Cache[K, V]) RemoveFunc(drop func(K) bool) {
 	}
 }
 
-// Len is the number of entries.
-func (c *Cache[K, V]) Len() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.order.Len()
-}
-
-// Cost is the summed cost of the entries.
-func (c *Cache[K, V]) Cost() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.cost
-}
-
 func (c *Cache[K, V]) remove(el *list.Element) {
 	e := c.order.Remove(el).(*entry[K, V])
 	delete(c.byKey, e.key)

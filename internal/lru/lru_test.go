@@ -7,6 +7,14 @@ import (
 	"testing"
 )
 
+// cost is the summed cost the cache accounts for.
+func cost[K comparable, V any](c *Cache[K, V]) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cost
+}
+
+// keys lists the cache's keys, most recently used first.
 func keys[K comparable, V any](c *Cache[K, V]) []K {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -35,8 +43,8 @@ func TestEvictsLeastRecentlyUsed(t *testing.T) {
 	if v, ok := c.Get("c"); !ok || v != 3 {
 		t.Fatalf("c = %d, %v; want 3, true", v, ok)
 	}
-	if c.Len() != 3 || c.Cost() != 30 {
-		t.Fatalf("len %d cost %d, want 3 and 30", c.Len(), c.Cost())
+	if len(keys(c)) != 3 || cost(c) != 30 {
+		t.Fatalf("len %d cost %d, want 3 and 30", len(keys(c)), cost(c))
 	}
 }
 
@@ -44,8 +52,8 @@ func TestCostBound(t *testing.T) {
 	c := New[int, string](100)
 	for i := range 50 {
 		c.Add(i, strings.Repeat("x", i), i)
-		if c.Cost() > 100 {
-			t.Fatalf("after adding %d: cost %d exceeds 100", i, c.Cost())
+		if cost(c) > 100 {
+			t.Fatalf("after adding %d: cost %d exceeds 100", i, cost(c))
 		}
 	}
 	// The newest entries stay: 49+48 = 97, and 47 more would exceed.
@@ -62,8 +70,8 @@ func TestReplaceUpdatesCost(t *testing.T) {
 	if v, _ := c.Get("a"); v != "new" {
 		t.Fatalf("a = %q, want new", v)
 	}
-	if c.Len() != 2 || c.Cost() != 50 {
-		t.Fatalf("len %d cost %d, want 2 and 50", c.Len(), c.Cost())
+	if len(keys(c)) != 2 || cost(c) != 50 {
+		t.Fatalf("len %d cost %d, want 2 and 50", len(keys(c)), cost(c))
 	}
 	if got := fmt.Sprint(keys(c)); got != "[a b]" {
 		t.Fatalf("order %s, want [a b]", got)
@@ -77,16 +85,16 @@ func TestOversizeEntryNotKept(t *testing.T) {
 	if _, ok := c.Get("big"); ok {
 		t.Fatal("an entry over the whole bound was cached")
 	}
-	if _, ok := c.Get("a"); !ok || c.Cost() != 5 {
-		t.Fatalf("an oversize add disturbed the cache: cost %d", c.Cost())
+	if _, ok := c.Get("a"); !ok || cost(c) != 5 {
+		t.Fatalf("an oversize add disturbed the cache: cost %d", cost(c))
 	}
 	c.Add("a", 3, 11) // a refused replacement keeps the old value
 	if v, ok := c.Get("a"); !ok || v != 1 {
 		t.Fatalf("a = %d, %v; want the old 1", v, ok)
 	}
 	c.Add("exact", 4, 10) // exactly the bound fits, alone
-	if got := fmt.Sprint(keys(c)); got != "[exact]" || c.Cost() != 10 {
-		t.Fatalf("kept %s at cost %d, want [exact] at 10", got, c.Cost())
+	if got := fmt.Sprint(keys(c)); got != "[exact]" || cost(c) != 10 {
+		t.Fatalf("kept %s at cost %d, want [exact] at 10", got, cost(c))
 	}
 }
 
@@ -94,12 +102,12 @@ func TestKeepOversize(t *testing.T) {
 	c := New[string, int](10, KeepOversize())
 	c.Add("a", 1, 5)
 	c.Add("big", 2, 11)
-	if got := fmt.Sprint(keys(c)); got != "[big]" || c.Cost() != 11 {
-		t.Fatalf("kept %s at cost %d, want [big] at 11", got, c.Cost())
+	if got := fmt.Sprint(keys(c)); got != "[big]" || cost(c) != 11 {
+		t.Fatalf("kept %s at cost %d, want [big] at 11", got, cost(c))
 	}
 	c.Add("b", 3, 1) // the next add evicts the oversize entry
-	if got := fmt.Sprint(keys(c)); got != "[b]" || c.Cost() != 1 {
-		t.Fatalf("kept %s at cost %d, want [b] at 1", got, c.Cost())
+	if got := fmt.Sprint(keys(c)); got != "[b]" || cost(c) != 1 {
+		t.Fatalf("kept %s at cost %d, want [b] at 1", got, cost(c))
 	}
 }
 
@@ -117,8 +125,8 @@ func TestRemove(t *testing.T) {
 	c.Remove(key{"y", 0})
 	c.Remove(key{"nope", 0})
 	c.RemoveFunc(func(k key) bool { return k.file == "x" })
-	if got := fmt.Sprint(keys(c)); got != "[{y 2} {y 1}]" || c.Cost() != 10 {
-		t.Fatalf("kept %s at cost %d, want [{y 2} {y 1}] at 10", got, c.Cost())
+	if got := fmt.Sprint(keys(c)); got != "[{y 2} {y 1}]" || cost(c) != 10 {
+		t.Fatalf("kept %s at cost %d, want [{y 2} {y 1}] at 10", got, cost(c))
 	}
 }
 
@@ -145,14 +153,14 @@ func TestConcurrent(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	if c.Cost() > 64 {
-		t.Fatalf("cost %d exceeds 64", c.Cost())
+	if cost(c) > 64 {
+		t.Fatalf("cost %d exceeds 64", cost(c))
 	}
 	sum := 0
 	for _, k := range keys(c) {
 		sum += 1 + k%5
 	}
-	if sum != c.Cost() || len(keys(c)) != c.Len() {
-		t.Fatalf("accounting drifted: entries cost %d, Cost() %d", sum, c.Cost())
+	if sum != cost(c) || len(keys(c)) != len(c.byKey) {
+		t.Fatalf("accounting drifted: entries cost %d, Cost() %d", sum, cost(c))
 	}
 }
