@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -159,6 +160,7 @@ func TestCloseStopsBackgroundLoops(t *testing.T) {
 
 	// Appends racing the close: each ends, committed or refused.
 	var wg sync.WaitGroup
+	var ended atomic.Int64
 	for _, p := range tp.Partitions() {
 		wg.Add(1)
 		go func() {
@@ -167,6 +169,7 @@ func TestCloseStopsBackgroundLoops(t *testing.T) {
 				wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 				_, _, err := p.Append(recs(5, time.Now().UnixMilli(), "race")).Wait(wctx)
 				cancel()
+				ended.Add(1)
 				if errors.Is(err, context.DeadlineExceeded) {
 					t.Errorf("an append racing Close hung: %v", err)
 					return
@@ -174,7 +177,8 @@ func TestCloseStopsBackgroundLoops(t *testing.T) {
 			}
 		}()
 	}
-	time.Sleep(20 * time.Millisecond) // let some of them be in flight
+	// Close once the appends are under way, most of them still to come.
+	testbed.WaitFor(t, 10*time.Second, "appends under way", func() bool { return ended.Load() >= 4 })
 	e.Close()
 	wg.Wait()
 

@@ -397,7 +397,7 @@ func TestGroupTimeouts(t *testing.T) {
 	bc.send(short(joinReq(3, g, "", "", "range")))
 	for i := 0; i < 4; i++ {
 		heartbeat(a, g, idA, "", jr.Generation)
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond) // A heartbeats on through B's join, every 100ms
 	}
 	jb := bc.recv().(*kmsg.JoinGroupResponse)
 	if jb.ErrorCode != 0 || jb.LeaderID != jb.MemberID || jb.Generation != jr.Generation+1 {
@@ -431,6 +431,14 @@ func TestGroupTimeouts(t *testing.T) {
 	// join with it afterwards is refused.
 	req := short(joinReq(9, g, "", "", "range"))
 	id := a.do(req).(*kmsg.JoinGroupResponse).MemberID
-	time.Sleep(900 * time.Millisecond)
+	start = time.Now()
+	// The group holds nothing but the id, so it goes when the id expires.
+	testbed.WaitFor(t, 5*time.Second, "the pending id to expire", func() bool {
+		_, ok := coord.Describe(g)
+		return !ok
+	})
+	if d := time.Since(start); d < 400*time.Millisecond {
+		t.Fatalf("the pending id expired after %v, before its 600ms session", d)
+	}
 	expectCode(t, "join with an expired pending id", a.do(short(joinReq(9, g, id, "", "range"))).(*kmsg.JoinGroupResponse).ErrorCode, kerr.UnknownMemberID)
 }
