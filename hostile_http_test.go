@@ -101,7 +101,7 @@ func (m *memProbe) peak() (stop func() int64) {
 			case <-done:
 				result <- top
 				return
-			case <-time.After(50 * time.Millisecond):
+			case <-time.After(50 * time.Millisecond): // a sample every 50ms
 			}
 		}
 	}()

@@ -525,7 +525,9 @@ func testConnectionCaps(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	logs := p.logs.String()
+	logs := p.waitLogs(10*time.Second, func(logs string) bool {
+		return strings.Contains(logs, "connection refused: max_connections_per_ip reached") && strings.Contains(logs, "connection refused: max_connections reached")
+	})
 	t.Logf("refusals logged: %d per IP, %d total", strings.Count(logs, "max_connections_per_ip reached"), strings.Count(logs, "max_connections reached"))
 	if !strings.Contains(logs, "connection refused: max_connections_per_ip reached") || !strings.Contains(logs, "connection refused: max_connections reached") {
 		t.Errorf("refusals not logged:\n%s", logs)
@@ -586,7 +588,8 @@ func testIdleTimeout(t *testing.T) {
 	if _, err := c.waitClosed(20 * time.Second); err != nil {
 		t.Fatalf("idle after the long poll: %v", err)
 	}
-	if n := strings.Count(p.logs.String(), "closing idle connection"); n < 2 {
+	idleCloses := func(logs string) int { return strings.Count(logs, "closing idle connection") }
+	if n := idleCloses(p.waitLogs(10*time.Second, func(logs string) bool { return idleCloses(logs) >= 2 })); n < 2 {
 		t.Errorf("%d idle closes logged, want 2 or more", n)
 	}
 }
@@ -637,7 +640,8 @@ func testSASLDeadline(t *testing.T) {
 	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "authed", Value: []byte("2")}).FirstErr(); err != nil {
 		t.Fatalf("authenticated produce after the deadline: %v", err)
 	}
-	if n := strings.Count(p.logs.String(), "SASL authentication not completed in time"); n != 2 {
+	deadlineCloses := func(logs string) int { return strings.Count(logs, "SASL authentication not completed in time") }
+	if n := deadlineCloses(p.waitLogs(10*time.Second, func(logs string) bool { return deadlineCloses(logs) >= 2 })); n != 2 {
 		t.Errorf("%d connections closed for the SASL deadline, want exactly the 2 that never authenticated", n)
 	}
 }

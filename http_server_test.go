@@ -77,7 +77,7 @@ func TestLimitListener(t *testing.T) {
 	select {
 	case <-accepted:
 		t.Fatal("a third connection was accepted with the limit at 2")
-	case <-time.After(200 * time.Millisecond):
+	case <-time.After(200 * time.Millisecond): // not accepted for a while: nothing to wait for but time
 	}
 	// ...and is accepted once one closes (twice: the token comes back once).
 	held[0].Close()
@@ -91,7 +91,7 @@ func TestLimitListener(t *testing.T) {
 	select {
 	case <-accepted:
 		t.Fatal("a double Close gave back two tokens")
-	case <-time.After(200 * time.Millisecond):
+	case <-time.After(200 * time.Millisecond): // not accepted for a while: nothing to wait for but time
 	}
 	// Close stops an Accept waiting for a token.
 	ln.Close()

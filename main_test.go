@@ -444,6 +444,20 @@ func (p *proc) launch(t *testing.T) {
 	}
 }
 
+// waitLogs waits until korvet's log satisfies done and returns it, as it
+// is then or at the deadline: the log is copied from korvet's output as
+// it comes, a moment after what it tells of has happened.
+func (p *proc) waitLogs(within time.Duration, done func(logs string) bool) string {
+	deadline := time.Now().Add(within)
+	for {
+		logs := p.logs.String()
+		if done(logs) || time.Now().After(deadline) {
+			return logs
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // kill ends korvet with SIGKILL, as a crash would, and waits for it.
 func (p *proc) kill(t *testing.T) {
 	t.Helper()
@@ -575,8 +589,11 @@ func TestBinaryStopDuringLongPoll(t *testing.T) {
 	if fs := cl.PollFetches(ctx); len(fs.Records()) != 1 || len(fs.Errors()) > 0 {
 		t.Fatalf("first poll: %d records, errors %v", len(fs.Records()), fs.Errors())
 	}
-	// The consumer's next fetch is now parked at the high watermark.
-	time.Sleep(500 * time.Millisecond)
+	// The consumer's next fetch parks at the high watermark: wait until
+	// korvet holds it.
+	testbed.WaitFor(t, 10*time.Second, "a parked fetch", func() bool {
+		return metrics(t, p)["korvet_kafka_requests_in_flight"] >= 1
+	})
 
 	took, err := p.stop(t, 15*time.Second)
 	if err != nil {

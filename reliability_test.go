@@ -488,7 +488,7 @@ func TestRedisOutage(t *testing.T) {
 	err := acl.ProduceSync(pctx, &kgo.Record{Topic: topic, Value: []byte("during the outage")}).FirstErr()
 	pcancel()
 	expectStorageError(t, err, "Redis down")
-	time.Sleep(time.Until(down.Add(10 * time.Second)))
+	time.Sleep(time.Until(down.Add(10 * time.Second))) // the outage lasts 10s, on purpose
 	p.alive(t)
 	duringOutage := lp.ackedCount() - atStop
 

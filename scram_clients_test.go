@@ -174,7 +174,9 @@ func TestLibrdkafkaSCRAM(t *testing.T) {
 
 	// The logins were SCRAM logins of ada, and every refusal was for the
 	// password, never for the nonce.
-	logs := p.logs.String()
+	logs := p.waitLogs(30*time.Second, func(logs string) bool {
+		return strings.Count(logs, "SASL authenticated") >= logins && strings.Count(logs, "invalid credentials for user") >= refusals
+	})
 	if strings.Contains(logs, "nonce mismatch") {
 		t.Error("korvet refused a client-final nonce")
 	}

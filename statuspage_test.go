@@ -78,7 +78,7 @@ func TestStatusPage(t *testing.T) {
 		defer wg.Done()
 		for i := 0; traffic.Err() == nil; i++ {
 			cl.Produce(traffic, &kgo.Record{Topic: "orders", Value: fmt.Appendf(nil, `{"live":%d}`, i)}, nil)
-			time.Sleep(2 * time.Millisecond)
+			time.Sleep(2 * time.Millisecond) // a steady trickle, not a flood
 		}
 	}()
 	go func() {
@@ -182,8 +182,27 @@ func TestStatusPage(t *testing.T) {
 func ptr[T any](v T) *T { return &v }
 
 // checkMetrics parses /metrics with Prometheus's own text parser and
-// looks for the Kafka, engine, group and runtime series.
+// looks for the Kafka, engine, group and runtime series. They fill in as
+// the live traffic runs (a fetch counts once it has been answered), so it
+// reads until all are there and reports those still missing at the
+// deadline.
 func checkMetrics(t *testing.T, hc *http.Client, base string) {
+	t.Helper()
+	var missing []string
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		if missing = missingMetrics(t, hc, base); len(missing) == 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for _, what := range missing {
+		t.Errorf("/metrics: %s missing or wrong", what)
+	}
+}
+
+// missingMetrics reads /metrics once and returns the series that are
+// missing or wrong.
+func missingMetrics(t *testing.T, hc *http.Client, base string) (missing []string) {
 	t.Helper()
 	code, body, err := httpGet(hc, base+"/metrics")
 	if err != nil || code != http.StatusOK {
@@ -257,9 +276,10 @@ func checkMetrics(t *testing.T, hc *http.Client, base string) {
 	}
 	for _, c := range checks {
 		if !c.ok() {
-			t.Errorf("/metrics: %s missing or wrong", c.what)
+			missing = append(missing, c.what)
 		}
 	}
+	return missing
 }
 
 func findChromium(t *testing.T) string {

@@ -1,7 +1,6 @@
 package cold
 
 import (
-	"container/list"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
@@ -12,9 +11,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"sync"
 
 	"github.com/parquet-go/parquet-go"
+
+	"github.com/korvet/korvet/internal/lru"
 )
 
 // footerCache keeps the tails of archived Parquet files (footer length,
@@ -23,20 +23,10 @@ import (
 // under a path (a retried upload writes the same segment again), and their
 // size is part of the key anyway.
 type footerCache struct {
-	dir   string // "" keeps nothing on disk
-	limit int    // bytes of tails kept in memory
-
-	mu    sync.Mutex
-	bytes int
-	lru   *list.List // of *footerEntry, most recent first
-	byKey map[string]*list.Element
-}
-
-type footerEntry struct {
-	key  string
-	uri  string
-	tail int // bytes
-	file *parquet.File
+	dir string // "" keeps nothing on disk
+	// mem costs an entry its tail's bytes; the newest stays even when it
+	// alone exceeds the bound, as parsing a footer again costs a GET.
+	mem *lru.Cache[string, *parquet.File]
 }
 
 func newFooterCache(dir string, limit int) (*footerCache, error) {
@@ -46,7 +36,7 @@ func newFooterCache(dir string, limit int) (*footerCache, error) {
 			return nil, fmt.Errorf("cold: footer cache: %w", err)
 		}
 	}
-	return &footerCache{dir: dir, limit: limit, lru: list.New(), byKey: make(map[string]*list.Element)}, nil
+	return &footerCache{dir: dir, mem: lru.New[string, *parquet.File](limit, lru.KeepOversize())}, nil
 }
 
 func cacheKey(uri string) string {
@@ -55,46 +45,20 @@ func cacheKey(uri string) string {
 }
 
 func (c *footerCache) get(key string, size int64) *parquet.File {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if el, ok := c.byKey[key]; ok {
-		e := el.Value.(*footerEntry)
-		if size <= 0 || e.file.Size() == size {
-			c.lru.MoveToFront(el)
-			return e.file
-		}
+	if f, ok := c.mem.Get(key); ok && (size <= 0 || f.Size() == size) {
+		return f
 	}
 	return nil
 }
 
-func (c *footerCache) add(key, uri string, tail int, f *parquet.File) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if el, ok := c.byKey[key]; ok {
-		c.bytes -= el.Value.(*footerEntry).tail
-		c.lru.Remove(el)
-	}
-	c.byKey[key] = c.lru.PushFront(&footerEntry{key: key, uri: uri, tail: tail, file: f})
-	c.bytes += tail
-	for c.bytes > c.limit && c.lru.Len() > 1 {
-		el := c.lru.Back()
-		e := el.Value.(*footerEntry)
-		c.lru.Remove(el)
-		delete(c.byKey, e.key)
-		c.bytes -= e.tail
-	}
+func (c *footerCache) add(key string, tail int, f *parquet.File) {
+	c.mem.Add(key, f, tail)
 }
 
 // forget drops a file that retention removed.
 func (c *footerCache) forget(uri string) {
 	key := cacheKey(uri)
-	c.mu.Lock()
-	if el, ok := c.byKey[key]; ok {
-		c.bytes -= el.Value.(*footerEntry).tail
-		c.lru.Remove(el)
-		delete(c.byKey, key)
-	}
-	c.mu.Unlock()
+	c.mem.Remove(key)
 	if c.dir != "" {
 		os.Remove(filepath.Join(c.dir, key))
 	}
@@ -170,7 +134,7 @@ func (s *Store) openFile(ctx context.Context, uri string, size int64) (*parquet.
 	if len(f.Metadata().RowGroups) > 0 && len(f.Metadata().RowGroups[0].Columns) != numColumns {
 		return nil, fmt.Errorf("not a korvet segment file: %d columns", len(f.Metadata().RowGroups[0].Columns))
 	}
-	s.footers.add(key, uri, len(tail), f)
+	s.footers.add(key, len(tail), f)
 	return f, nil
 }
 

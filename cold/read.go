@@ -2,19 +2,18 @@ package cold
 
 import (
 	"cmp"
-	"container/list"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"slices"
-	"sync"
 
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/format"
 
 	"github.com/korvet/korvet/engine/record"
+	"github.com/korvet/korvet/internal/lru"
 )
 
 // Read returns f's records with offset >= from in offset order, about
@@ -61,7 +60,7 @@ func (s *Store) Read(ctx context.Context, f DataFile, from int64, maxBytes int) 
 // from one ranged GET.
 func (s *Store) rowGroup(ctx context.Context, uri string, pf *parquet.File, rg int) ([]record.Record, error) {
 	key := rgKey{uri: uri, rg: rg, size: pf.Size()}
-	if recs := s.groups.get(key); recs != nil {
+	if recs, ok := s.groups.get(key); ok {
 		return recs, nil
 	}
 	recs, bytes, err := s.readRowGroup(ctx, uri, pf, rg)
@@ -418,14 +417,9 @@ func readHeaders(keyCol, valCol parquet.ColumnChunk, r io.ReaderAt, arena *[]byt
 }
 
 // groupCache keeps recently decoded row groups, bounded by the memory
-// their records hold.
+// their records hold; a row group larger than the whole bound is not kept.
 type groupCache struct {
-	limit int
-
-	mu    sync.Mutex
-	bytes int
-	lru   *list.List // of *groupEntry, most recent first
-	byKey map[rgKey]*list.Element
+	mem *lru.Cache[rgKey, []record.Record]
 }
 
 type rgKey struct {
@@ -434,55 +428,19 @@ type rgKey struct {
 	size int64
 }
 
-type groupEntry struct {
-	key   rgKey
-	recs  []record.Record
-	bytes int
-}
-
 func newGroupCache(limit int) *groupCache {
-	return &groupCache{limit: limit, lru: list.New(), byKey: make(map[rgKey]*list.Element)}
+	return &groupCache{mem: lru.New[rgKey, []record.Record](limit)}
 }
 
-func (c *groupCache) get(k rgKey) []record.Record {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if el, ok := c.byKey[k]; ok {
-		c.lru.MoveToFront(el)
-		return el.Value.(*groupEntry).recs
-	}
-	return nil
+func (c *groupCache) get(k rgKey) ([]record.Record, bool) {
+	return c.mem.Get(k)
 }
 
 func (c *groupCache) add(k rgKey, recs []record.Record, bytes int) {
-	if bytes > c.limit {
-		return
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if _, ok := c.byKey[k]; ok {
-		return
-	}
-	c.byKey[k] = c.lru.PushFront(&groupEntry{key: k, recs: recs, bytes: bytes})
-	c.bytes += bytes
-	for c.bytes > c.limit {
-		el := c.lru.Back()
-		e := el.Value.(*groupEntry)
-		c.lru.Remove(el)
-		delete(c.byKey, e.key)
-		c.bytes -= e.bytes
-	}
+	c.mem.Add(k, recs, bytes)
 }
 
 // forget drops the row groups of a removed file.
 func (c *groupCache) forget(uri string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for k, el := range c.byKey {
-		if k.uri == uri {
-			c.bytes -= el.Value.(*groupEntry).bytes
-			c.lru.Remove(el)
-			delete(c.byKey, k)
-		}
-	}
+	c.mem.RemoveFunc(func(k rgKey) bool { return k.uri == uri })
 }

@@ -1,11 +1,10 @@
 package engine_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"sync"
 	"testing"
 	"time"
@@ -13,23 +12,8 @@ import (
 	"github.com/korvet/korvet/engine"
 	"github.com/korvet/korvet/engine/record"
 	"github.com/korvet/korvet/internal/testbed"
-	"github.com/korvet/korvet/resp"
+	"github.com/korvet/korvet/internal/testbed/enginetest"
 )
-
-func open(t *testing.T, r *testbed.Redis, opts engine.Options) (*engine.Engine, *resp.Client) {
-	t.Helper()
-	rc, err := resp.New(r.URL, resp.Options{Timeout: 3 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	e, err := engine.Open(context.Background(), rc, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { e.Close(); rc.Close() })
-	return e, rc
-}
 
 func recs(n int, ts int64, tag string) []record.Record {
 	out := make([]record.Record, n)
@@ -49,7 +33,7 @@ func readAll(t *testing.T, p *engine.Partition) []record.Record {
 			t.Fatal(err)
 		}
 		for _, r := range res.Records {
-			out = append(out, record.Record{Offset: r.Offset, Timestamp: r.Timestamp, Key: append([]byte(nil), r.Key...), Value: append([]byte(nil), r.Value...)})
+			out = append(out, cloneRecord(r))
 		}
 		off = res.Records[len(res.Records)-1].Offset + 1
 		res.Release()
@@ -57,12 +41,21 @@ func readAll(t *testing.T, p *engine.Partition) []record.Record {
 	return out
 }
 
+// cloneRecord copies r out of the buffers of a read, nil slices staying nil.
+func cloneRecord(r record.Record) record.Record {
+	c := record.Record{Offset: r.Offset, Timestamp: r.Timestamp, Key: bytes.Clone(r.Key), Value: bytes.Clone(r.Value)}
+	for _, h := range r.Headers {
+		c.Headers = append(c.Headers, record.Header{Key: bytes.Clone(h.Key), Value: bytes.Clone(h.Value)})
+	}
+	return c
+}
+
 // Concurrent appends to one partition are group-committed: every append
 // gets a contiguous range, ranges do not overlap, and the log holds
 // exactly what was appended, densely.
 func TestConcurrentAppendsAreDenseAndAtomic(t *testing.T) {
 	r := testbed.StartRedis(t)
-	e, _ := open(t, r, engine.Options{})
+	e, _ := enginetest.Open(t, r, engine.Options{})
 	tp, err := e.CreateTopic(context.Background(), "c", 1, nil, false)
 	if err != nil {
 		t.Fatal(err)
@@ -112,7 +105,7 @@ func TestConcurrentAppendsAreDenseAndAtomic(t *testing.T) {
 
 func TestRetentionMsTrimsOldAppends(t *testing.T) {
 	r := testbed.StartRedis(t)
-	e, rc := open(t, r, engine.Options{RetentionInterval: 50 * time.Millisecond})
+	e, rc := enginetest.Open(t, r, engine.Options{RetentionInterval: 50 * time.Millisecond})
 	ctx := context.Background()
 	tp, err := e.CreateTopic(ctx, "old", 1, map[string]string{"retention.ms": "3600000"}, false)
 	if err != nil {
@@ -142,7 +135,7 @@ func TestRetentionMsTrimsOldAppends(t *testing.T) {
 	}
 	// The log start survives a restart.
 	e.Close()
-	e2, _ := open(t, r, engine.Options{})
+	e2, _ := enginetest.Open(t, r, engine.Options{})
 	if s := e2.Topic("old").Partition(0).LogStart(); s != 30 {
 		t.Fatalf("log start after restart %d", s)
 	}
@@ -153,7 +146,7 @@ func TestRetentionMsTrimsOldAppends(t *testing.T) {
 // nothing acknowledged lost.
 func TestAppendAcrossRedisRestart(t *testing.T) {
 	r := testbed.StartRedis(t)
-	e, _ := open(t, r, engine.Options{})
+	e, _ := enginetest.Open(t, r, engine.Options{})
 	ctx := context.Background()
 	tp, err := e.CreateTopic(ctx, "r", 1, map[string]string{"retention.ms": "-1"}, false)
 	if err != nil {
@@ -195,7 +188,7 @@ func TestAppendAcrossRedisRestart(t *testing.T) {
 
 func TestOffsetForTime(t *testing.T) {
 	r := testbed.StartRedis(t)
-	e, _ := open(t, r, engine.Options{})
+	e, _ := enginetest.Open(t, r, engine.Options{})
 	ctx := context.Background()
 	tp, _ := e.CreateTopic(ctx, "ts", 1, map[string]string{"retention.ms": "-1"}, false)
 	p := tp.Partition(0)

@@ -1,6 +1,15 @@
 package engine
 
-import "context"
+import (
+	"context"
+
+	"github.com/korvet/korvet/engine/record"
+)
+
+// AppendFrom is AppendBatch of an uncompressed batch.
+func (p *Partition) AppendFrom(prod Producer, recs []record.Record) *Pending {
+	return p.AppendBatch(prod, 0, recs)
+}
 
 // SetCountHook makes each count of a topic's keys call hook (with the
 // count's context) before it scans the index.

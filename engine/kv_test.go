@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -20,6 +21,7 @@ import (
 	"github.com/korvet/korvet/engine/index"
 	"github.com/korvet/korvet/engine/record"
 	"github.com/korvet/korvet/internal/testbed"
+	"github.com/korvet/korvet/internal/testbed/enginetest"
 	"github.com/korvet/korvet/resp"
 )
 
@@ -48,21 +50,7 @@ func startKV(t *testing.T, r *testbed.Redis, dir string, opts engine.Options) *k
 
 func (n *kvNode) start() {
 	n.t.Helper()
-	rc, err := resp.New(n.r.URL, resp.Options{Timeout: 5 * time.Second})
-	if err != nil {
-		n.t.Fatal(err)
-	}
-	opts := n.opts
-	opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	if os.Getenv("KORVET_TEST_LOG") != "" {
-		opts.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	e, err := engine.Open(context.Background(), rc, opts)
-	if err != nil {
-		rc.Close()
-		n.t.Fatalf("open engine: %v", err)
-	}
-	n.rc, n.e = rc, e
+	n.e, n.rc = enginetest.Open(n.t, n.r, n.opts)
 }
 
 func (n *kvNode) stop() {
@@ -489,7 +477,7 @@ func TestKVCrashDuringAppends(t *testing.T) {
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
-		time.Sleep(time.Duration(300+200*round) * time.Millisecond)
+		time.Sleep(time.Duration(300+200*round) * time.Millisecond) // appends run on: a different crash point each round
 		_ = cmd.Process.Signal(syscall.SIGKILL)
 		_ = cmd.Wait()
 		os.Remove(marker)
@@ -530,6 +518,7 @@ func crashChild(t *testing.T) {
 		}
 	}
 	var seq atomic.Int64
+	var appending sync.Once
 	for w := range 8 {
 		go func() {
 			part := w % 2
@@ -545,12 +534,12 @@ func crashChild(t *testing.T) {
 				}
 				if _, _, err := p.Append(recs).Wait(ctx); err != nil {
 					fmt.Fprintln(os.Stderr, "append:", err)
+				} else {
+					appending.Do(func() { os.WriteFile(dir+".appending", nil, 0o644) })
 				}
 			}
 		}()
 	}
-	time.Sleep(50 * time.Millisecond)
-	os.WriteFile(dir+".appending", nil, 0o644)
 	select {}
 }
 
@@ -574,6 +563,7 @@ func TestKVRebuildOnline(t *testing.T) {
 	}
 	stop := make(chan struct{})
 	done := make(chan error, 1)
+	var writes atomic.Int64
 	go func() {
 		// Each write is read back at once; during the swap a read may be
 		// refused (ErrKVUnavailable), never answered wrongly.
@@ -584,6 +574,7 @@ func TestKVRebuildOnline(t *testing.T) {
 				return
 			default:
 			}
+			writes.Add(1)
 			k := fmt.Sprintf("w%d", i%50)
 			v := fmt.Sprintf("w-%d", i)
 			if _, _, err := tp.Partition(0).Append([]record.Record{kvRec(k, v)}).Wait(ctx); err != nil {
@@ -608,7 +599,9 @@ func TestKVRebuildOnline(t *testing.T) {
 	if _, err := n.e.KV().RebuildOnline(ctx); err != nil {
 		t.Fatalf("second online rebuild: %v", err)
 	}
-	time.Sleep(100 * time.Millisecond)
+	// Some writes and reads after the swap too (or the writer's error).
+	after := writes.Load()
+	testbed.WaitFor(t, 10*time.Second, "writes after the rebuild", func() bool { return writes.Load() >= after+20 || len(done) > 0 })
 	close(stop)
 	if err := <-done; err != nil {
 		t.Fatal(err)

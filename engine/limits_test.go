@@ -5,20 +5,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"runtime"
 	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/korvet/korvet/cold"
 	"github.com/korvet/korvet/engine"
 	"github.com/korvet/korvet/engine/group"
 	"github.com/korvet/korvet/internal/testbed"
+	"github.com/korvet/korvet/internal/testbed/enginetest"
 	"github.com/korvet/korvet/resp"
 )
 
@@ -50,7 +49,7 @@ func redisState(t *testing.T, rc *resp.Client) string {
 // Redis; up to them everything is created.
 func TestPartitionCaps(t *testing.T) {
 	r := testbed.StartRedis(t)
-	e, rc := open(t, r, engine.Options{AutoCreateTopics: true, DefaultPartitions: 3, MaxPartitionsPerTopic: 10, MaxPartitions: 25})
+	e, rc := enginetest.Open(t, r, engine.Options{AutoCreateTopics: true, DefaultPartitions: 3, MaxPartitionsPerTopic: 10, MaxPartitions: 25})
 	ctx := context.Background()
 	refused := func(what, key string, err error) {
 		t.Helper()
@@ -129,28 +128,16 @@ func goroutineDump() string {
 func TestCloseStopsBackgroundLoops(t *testing.T) {
 	r := testbed.StartRedis(t)
 	ctx := context.Background()
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	baseline := runtime.NumGoroutine()
 
-	rc, err := resp.New(r.URL, resp.Options{Timeout: 3 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	store, err := cold.Open(ctx, cold.Config{Warehouse: "file://" + t.TempDir(), CacheDir: t.TempDir()}, quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := engine.Open(ctx, rc, engine.Options{
+	store := enginetest.Cold(t, enginetest.LocalWarehouse(t))
+	e, rc := enginetest.Open(t, r, engine.Options{
 		AutoCreateTopics:  true,
 		Cold:              store,
 		TieringInterval:   50 * time.Millisecond,
 		RetentionInterval: 50 * time.Millisecond,
 		Index:             engine.IndexOptions{Dir: t.TempDir()},
-		Logger:            quiet,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	tp, err := e.CreateTopic(ctx, "busy", 4, map[string]string{"segment.bytes": "2000", "remote.storage.enable": "true", "korvet.index.enable": "true", "retention.ms": "-1"}, false)
 	if err != nil {
 		t.Fatal(err)
@@ -173,6 +160,7 @@ func TestCloseStopsBackgroundLoops(t *testing.T) {
 
 	// Appends racing the close: each ends, committed or refused.
 	var wg sync.WaitGroup
+	var ended atomic.Int64
 	for _, p := range tp.Partitions() {
 		wg.Add(1)
 		go func() {
@@ -181,6 +169,7 @@ func TestCloseStopsBackgroundLoops(t *testing.T) {
 				wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 				_, _, err := p.Append(recs(5, time.Now().UnixMilli(), "race")).Wait(wctx)
 				cancel()
+				ended.Add(1)
 				if errors.Is(err, context.DeadlineExceeded) {
 					t.Errorf("an append racing Close hung: %v", err)
 					return
@@ -188,7 +177,8 @@ func TestCloseStopsBackgroundLoops(t *testing.T) {
 			}
 		}()
 	}
-	time.Sleep(20 * time.Millisecond) // let some of them be in flight
+	// Close once the appends are under way, most of them still to come.
+	testbed.WaitFor(t, 10*time.Second, "appends under way", func() bool { return ended.Load() >= 4 })
 	e.Close()
 	wg.Wait()
 

@@ -230,20 +230,15 @@ func (pd *Pending) Wait(ctx context.Context) (base, logAppendTime int64, err err
 // assigned in the order of Append calls. recs must stay untouched until the
 // Pending is done; their Offset fields are set by the engine.
 func (p *Partition) Append(recs []record.Record) *Pending {
-	return p.AppendFrom(NoProducer, recs)
+	return p.AppendBatch(NoProducer, 0, recs)
 }
 
-// AppendFrom is Append for one batch of an idempotent producer: the batch
-// is checked against the producer's sequence in the same step that assigns
-// offsets, and a retry of a recent batch answers that batch's offset
-// without appending again.
-func (p *Partition) AppendFrom(prod Producer, recs []record.Record) *Pending {
-	return p.AppendBatch(prod, 0, recs)
-}
-
-// AppendBatch is AppendFrom for a batch that arrived compressed with
-// codec (Kafka's attribute bits: 1 gzip, 2 snappy, 3 lz4, 4 zstd), which
-// fetches then use again.
+// AppendBatch is Append for one record batch, of an idempotent producer
+// unless prod is NoProducer: the batch is checked against the producer's
+// sequence in the same step that assigns offsets, and a retry of a recent
+// batch answers that batch's offset without appending again. codec is the
+// compression the batch arrived with (Kafka's attribute bits: 0 none, 1
+// gzip, 2 snappy, 3 lz4, 4 zstd), which fetches then use again.
 func (p *Partition) AppendBatch(prod Producer, codec int8, recs []record.Record) *Pending {
 	if codec < 0 || codec > entry.MaxCodec {
 		codec = 0

@@ -2,13 +2,13 @@ package engine_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"testing"
 	"time"
 
 	"github.com/korvet/korvet/engine"
 	"github.com/korvet/korvet/internal/testbed"
+	"github.com/korvet/korvet/internal/testbed/enginetest"
 )
 
 // Segments roll at segment.bytes in the transaction that crosses it, each
@@ -16,7 +16,7 @@ import (
 // survives a restart.
 func TestSegmentsRollAndReadAcross(t *testing.T) {
 	r := testbed.StartRedis(t)
-	e, rc := open(t, r, engine.Options{})
+	e, rc := enginetest.Open(t, r, engine.Options{})
 	ctx := context.Background()
 	tp, err := e.CreateTopic(ctx, "seg", 1, map[string]string{"segment.bytes": "2000", "retention.ms": "-1"}, false)
 	if err != nil {
@@ -57,7 +57,7 @@ func TestSegmentsRollAndReadAcross(t *testing.T) {
 		t.Fatalf("read %d records across segments", len(got))
 	}
 	e.Close()
-	e2, _ := open(t, r, engine.Options{})
+	e2, _ := enginetest.Open(t, r, engine.Options{})
 	p2 := e2.Topic("seg").Partition(0)
 	if s2 := p2.Segments(); len(s2) != len(segs) || s2[len(s2)-1].Base != segs[len(segs)-1].Base {
 		t.Fatalf("registry after restart: %d segments, want %d", len(s2), len(segs))
@@ -75,7 +75,7 @@ func TestSegmentsRollAndReadAcross(t *testing.T) {
 // the one holding the new log start.
 func TestRetentionDropsWholeSegments(t *testing.T) {
 	r := testbed.StartRedis(t)
-	e, rc := open(t, r, engine.Options{RetentionInterval: 50 * time.Millisecond})
+	e, rc := enginetest.Open(t, r, engine.Options{RetentionInterval: 50 * time.Millisecond})
 	ctx := context.Background()
 	tp, _ := e.CreateTopic(ctx, "segret", 1, map[string]string{"segment.bytes": "1000", "retention.ms": "3600000"}, false)
 	p := tp.Partition(0)
@@ -102,50 +102,5 @@ func TestRetentionDropsWholeSegments(t *testing.T) {
 	}
 	if got := readAll(t, p); len(got) != 3 || got[0].Offset != 60 {
 		t.Fatalf("after retention: %d records from %v", len(got), got)
-	}
-}
-
-// An idempotent producer's retry of a recent batch gets the original
-// offset and appends nothing; gaps and old epochs are refused; the state
-// survives a restart, so a retry after a crash is still recognised.
-func TestIdempotentProducerSequences(t *testing.T) {
-	r := testbed.StartRedis(t)
-	e, _ := open(t, r, engine.Options{})
-	ctx := context.Background()
-	tp, _ := e.CreateTopic(ctx, "idem", 1, map[string]string{"retention.ms": "-1"}, false)
-	p := tp.Partition(0)
-	prod := func(seq int32) engine.Producer { return engine.Producer{ID: 7, Epoch: 0, FirstSeq: seq} }
-	b0, _, err := p.AppendFrom(prod(0), recs(3, 1, "a")).Wait(ctx)
-	if err != nil || b0 != 0 {
-		t.Fatal(b0, err)
-	}
-	b1, _, err := p.AppendFrom(prod(3), recs(2, 1, "b")).Wait(ctx)
-	if err != nil || b1 != 3 {
-		t.Fatal(b1, err)
-	}
-	// A retry of the first batch: same offset, nothing appended.
-	if d, _, err := p.AppendFrom(prod(0), recs(3, 1, "a")).Wait(ctx); err != nil || d != 0 {
-		t.Fatalf("retry: %d %v", d, err)
-	}
-	if _, _, err := p.AppendFrom(prod(9), recs(1, 1, "gap")).Wait(ctx); !errors.Is(err, engine.ErrOutOfOrderSequence) {
-		t.Fatalf("gap: %v", err)
-	}
-	if _, _, err := p.AppendFrom(engine.Producer{ID: 7, Epoch: -1, FirstSeq: 5}, recs(1, 1, "old")).Wait(ctx); !errors.Is(err, engine.ErrInvalidProducerEpoch) {
-		t.Fatalf("old epoch: %v", err)
-	}
-	if _, _, err := p.AppendFrom(engine.Producer{ID: 8, FirstSeq: 4}, recs(1, 1, "new")).Wait(ctx); !errors.Is(err, engine.ErrUnknownProducerID) {
-		t.Fatalf("unknown producer: %v", err)
-	}
-	if p.HighWatermark() != 5 {
-		t.Fatalf("high watermark %d, want 5", p.HighWatermark())
-	}
-	e.Close()
-	e2, _ := open(t, r, engine.Options{})
-	p2 := e2.Topic("idem").Partition(0)
-	if d, _, err := p2.AppendFrom(prod(3), recs(2, 1, "b")).Wait(ctx); err != nil || d != 3 {
-		t.Fatalf("retry after restart: %d %v", d, err)
-	}
-	if b, _, err := p2.AppendFrom(prod(5), recs(1, 1, "c")).Wait(ctx); err != nil || b != 5 {
-		t.Fatalf("next after restart: %d %v", b, err)
 	}
 }

@@ -2,16 +2,13 @@ package engine_test
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"testing"
 	"time"
 
-	"github.com/korvet/korvet/cold"
 	"github.com/korvet/korvet/engine"
 	"github.com/korvet/korvet/engine/record"
 	"github.com/korvet/korvet/internal/testbed"
-	"github.com/korvet/korvet/resp"
+	"github.com/korvet/korvet/internal/testbed/enginetest"
 )
 
 // BenchmarkArchiveFromRedis measures the whole archiving path: sealed
@@ -21,25 +18,10 @@ import (
 func BenchmarkArchiveFromRedis(b *testing.B) {
 	r := testbed.StartRedis(b)
 	s3 := testbed.StartVersityGW(b)
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	ctx := context.Background()
-	store, err := cold.Open(ctx, cold.Config{Warehouse: "s3://bench/wh", Endpoint: s3.Endpoint, AccessKey: s3.AccessKey, SecretKey: s3.SecretKey, Region: s3.Region, PathStyle: true, CacheDir: b.TempDir()}, quiet)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer store.Close()
-	rc, err := resp.New(r.URL, resp.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer rc.Close()
 	// A long tiering interval: the benchmark starts the worker's round by
 	// sealing, then waits for it.
-	e, err := engine.Open(ctx, rc, engine.Options{Logger: quiet, Cold: store, TieringInterval: 20 * time.Millisecond})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer e.Close()
+	e, _ := enginetest.Open(b, r, engine.Options{Cold: enginetest.Cold(b, enginetest.S3Warehouse(s3, "bench")), TieringInterval: 20 * time.Millisecond})
 	const parts, perPart = 4, 100_000
 	b.ResetTimer()
 	for n := 0; n < b.N; n++ {

@@ -2,10 +2,7 @@ package kafkawire_test
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"net"
-	"os"
 	"testing"
 	"time"
 
@@ -14,6 +11,7 @@ import (
 
 	"github.com/korvet/korvet/engine"
 	"github.com/korvet/korvet/internal/testbed"
+	"github.com/korvet/korvet/internal/testbed/enginetest"
 	"github.com/korvet/korvet/kafkawire"
 	"github.com/korvet/korvet/resp"
 )
@@ -35,13 +33,6 @@ type broker struct {
 	kopts kafkawire.Options
 	// setup, when set, sees each server before it serves (test hooks).
 	setup func(*kafkawire.Server)
-}
-
-func testLogger() *slog.Logger {
-	if os.Getenv("KORVET_TEST_LOG") != "" {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }
 
 func startBroker(t testing.TB, opts engine.Options) *broker {
@@ -67,19 +58,11 @@ func startBrokerSetup(t testing.TB, opts engine.Options, kopts kafkawire.Options
 
 func (b *broker) start(listen string) {
 	b.t.Helper()
-	rc, err := resp.New(b.redis.URL, resp.Options{})
-	if err != nil {
-		b.t.Fatal(err)
-	}
 	opts := b.opts
 	if opts.Logger == nil {
-		opts.Logger = testLogger()
+		opts.Logger = testbed.Logger()
 	}
-	ctx := context.Background()
-	eng, err := engine.Open(ctx, rc, opts)
-	if err != nil {
-		b.t.Fatalf("open engine: %v", err)
-	}
+	eng, rc := enginetest.Open(b.t, b.redis, opts)
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		b.t.Fatal(err)
@@ -94,7 +77,7 @@ func (b *broker) start(listen string) {
 	if b.setup != nil {
 		b.setup(srv)
 	}
-	sctx, cancel := context.WithCancel(ctx)
+	sctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(sctx, ln, 5*time.Second) }()
 	b.rc, b.eng, b.srv, b.addr, b.cancel, b.done = rc, eng, srv, ln.Addr().String(), cancel, done

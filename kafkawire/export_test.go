@@ -20,3 +20,6 @@ func PanicInOrder(s *Server, key int16, match func(kmsg.Request) bool) {
 	}
 	s.apis[kmsg.Key(key)] = a
 }
+
+// MaxFetchResponseBytes caps the record bytes of one fetch response.
+const MaxFetchResponseBytes = maxFetchResponseBytes

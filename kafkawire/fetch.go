@@ -19,17 +19,17 @@ import (
 // client asks.
 const maxFetchWait = 30 * time.Second
 
-// MaxFetchResponseBytes caps the record bytes of one fetch response,
+// maxFetchResponseBytes caps the record bytes of one fetch response,
 // whatever max_bytes asks (clients default to 50 MB). As in Kafka, the
 // first partition still returns at least one batch when that is larger.
-const MaxFetchResponseBytes = 64 << 20
+const maxFetchResponseBytes = 64 << 20
 
 // fetchLimit is the record bytes a fetch may return.
 func fetchLimit(req *kmsg.FetchRequest) int {
 	if req.Version < 3 || req.MaxBytes <= 0 {
-		return MaxFetchResponseBytes
+		return maxFetchResponseBytes
 	}
-	return min(int(req.MaxBytes), MaxFetchResponseBytes)
+	return min(int(req.MaxBytes), maxFetchResponseBytes)
 }
 
 // handleFetch answers a fetch: it reads what is there and, when that is

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/korvet/korvet/engine"
+	"github.com/korvet/korvet/engine/group"
 	"github.com/korvet/korvet/internal/testbed"
 )
 
@@ -397,7 +398,7 @@ func TestGroupTimeouts(t *testing.T) {
 	bc.send(short(joinReq(3, g, "", "", "range")))
 	for i := 0; i < 4; i++ {
 		heartbeat(a, g, idA, "", jr.Generation)
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond) // A heartbeats on through B's join, every 100ms
 	}
 	jb := bc.recv().(*kmsg.JoinGroupResponse)
 	if jb.ErrorCode != 0 || jb.LeaderID != jb.MemberID || jb.Generation != jr.Generation+1 {
@@ -418,19 +419,27 @@ func TestGroupTimeouts(t *testing.T) {
 	cc := newRawGroupConn(t, b)
 	jc := cc.do(short(joinReq(3, g, "", "", "range"))).(*kmsg.JoinGroupResponse)
 	cc.do(syncReq(g, jc.MemberID, jc.Generation, nil))
-	start = time.Now()
-	testbed.WaitFor(t, 5*time.Second, "C to expire", func() bool {
-		_, ok := coord.Describe(g)
-		return !ok
-	})
-	if d := time.Since(start); d < 400*time.Millisecond {
-		t.Fatalf("C expired after %v, before its 600ms session", d)
-	}
+	goneAfterSession(t, coord, g, "C expired")
 
 	// An id handed out with MEMBER_ID_REQUIRED and never used expires; a
 	// join with it afterwards is refused.
 	req := short(joinReq(9, g, "", "", "range"))
 	id := a.do(req).(*kmsg.JoinGroupResponse).MemberID
-	time.Sleep(900 * time.Millisecond)
+	// The group holds nothing but the id, so it goes when the id expires.
+	goneAfterSession(t, coord, g, "the pending id expired")
 	expectCode(t, "join with an expired pending id", a.do(short(joinReq(9, g, id, "", "range"))).(*kmsg.JoinGroupResponse).ErrorCode, kerr.UnknownMemberID)
+}
+
+// goneAfterSession waits until group g is gone, which what kept it may
+// cause only once its 600ms session has ended.
+func goneAfterSession(t *testing.T, coord *group.Coordinator, g, what string) {
+	t.Helper()
+	start := time.Now()
+	testbed.WaitFor(t, 5*time.Second, what, func() bool {
+		_, ok := coord.Describe(g)
+		return !ok
+	})
+	if d := time.Since(start); d < 400*time.Millisecond {
+		t.Fatalf("%s after %v, before its 600ms session", what, d)
+	}
 }

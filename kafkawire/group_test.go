@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/korvet/korvet/engine"
 	"github.com/korvet/korvet/internal/testbed"
@@ -223,7 +224,7 @@ func testGroupChurn(t *testing.T, balancer kgo.GroupBalancer) {
 				produced <- err
 				return
 			}
-			time.Sleep(30 * time.Millisecond)
+			time.Sleep(30 * time.Millisecond) // a steady stream through the membership changes
 		}
 		produced <- nil
 	}()
@@ -339,14 +340,21 @@ func TestGroupStaticMemberRejoin(t *testing.T) {
 	}
 	s1 := static("s1")
 	s2 := static("s2")
-	stable := func() bool {
+	// Cooperative clients rebalance twice: the group has settled once it
+	// is stable with partitions for both.
+	testbed.WaitFor(t, 30*time.Second, "a stable group of two, each with partitions", func() bool {
 		d, _ := coord.Describe(grp)
-		return d.State.String() == "Stable" && len(d.Members) == 2
-	}
-	testbed.WaitFor(t, 30*time.Second, "a stable group of two", stable)
-	// Let both members settle (cooperative clients may rebalance twice).
-	time.Sleep(time.Second)
-	testbed.WaitFor(t, 30*time.Second, "a stable group of two", stable)
+		if d.State.String() != "Stable" || len(d.Members) != 2 {
+			return false
+		}
+		for _, m := range d.Members {
+			var a kmsg.ConsumerMemberAssignment
+			if a.ReadFrom(m.Assignment) != nil || len(a.Topics) == 0 || len(a.Topics[0].Partitions) == 0 {
+				return false
+			}
+		}
+		return true
+	})
 	d, _ := coord.Describe(grp)
 	gen := d.Generation
 	s2revokes := s2.revokes.Load()

@@ -138,7 +138,7 @@ func TestUnreadFetchResponsesBounded(t *testing.T) {
 				t.Fatalf("bystander consume: %d records, errors %v", len(fs.Records()), fs.Errors())
 			}
 		}
-		time.Sleep(500 * time.Millisecond)
+		time.Sleep(500 * time.Millisecond) // samples for 5s: the heap must not grow in them
 	}
 	t.Logf("heap growth peaked at %.1f MiB with %d unread 8 MiB fetches pipelined", float64(peak)/(1<<20), fetches)
 

@@ -14,33 +14,23 @@ import (
 	"github.com/korvet/korvet/engine"
 	"github.com/korvet/korvet/engine/record"
 	"github.com/korvet/korvet/internal/testbed"
+	"github.com/korvet/korvet/internal/testbed/enginetest"
 	"github.com/korvet/korvet/kafkawire"
 	"github.com/korvet/korvet/kafkawire/batch"
-	"github.com/korvet/korvet/resp"
 )
 
 // TestMetrics produces and consumes through a server with metrics and
 // checks the counts against what the clients saw.
 func TestMetrics(t *testing.T) {
-	r := testbed.StartRedis(t)
-	rc, err := resp.New(r.URL, resp.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rc.Close()
 	ctx := ctxT(t, 30*time.Second)
-	eng, err := engine.Open(ctx, rc, engine.Options{AutoCreateTopics: true, Logger: testLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer eng.Close()
+	eng, _ := enginetest.Open(t, testbed.StartRedis(t), engine.Options{AutoCreateTopics: true})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewPedanticRegistry()
 	m := kafkawire.NewMetrics(reg)
-	srv := kafkawire.NewServer(eng, kafkawire.Options{AdvertisedHost: "127.0.0.1", AdvertisedPort: int32(ln.Addr().(*net.TCPAddr).Port), Metrics: m, Logger: testLogger()})
+	srv := kafkawire.NewServer(eng, kafkawire.Options{AdvertisedHost: "127.0.0.1", AdvertisedPort: int32(ln.Addr().(*net.TCPAddr).Port), Metrics: m, Logger: testbed.Logger()})
 	sctx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(sctx, ln, 5*time.Second) }()

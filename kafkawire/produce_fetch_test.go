@@ -7,11 +7,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/korvet/korvet/engine"
+	"github.com/korvet/korvet/internal/testbed"
+	"github.com/korvet/korvet/kafkawire"
 )
 
 // testRecords covers what must survive byte-for-byte: JSON that can be
@@ -221,26 +225,60 @@ func TestAcksModes(t *testing.T) {
 }
 
 func TestFetchWakesOnProduce(t *testing.T) {
-	b := startBroker(t, engine.Options{AutoCreateTopics: true})
+	reg := prometheus.NewPedanticRegistry()
+	b := startBrokerWith(t, engine.Options{AutoCreateTopics: true}, kafkawire.Options{Metrics: kafkawire.NewMetrics(reg)})
 	adm := b.admin()
-	if _, err := adm.CreateTopic(ctxT(t, 10*time.Second), 1, 1, nil, "wake"); err != nil {
+	ctx := ctxT(t, 30*time.Second)
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, "wake"); err != nil {
 		t.Fatal(err)
 	}
-	cons := b.client(kgo.ConsumeTopics("wake"), kgo.FetchMaxWait(10*time.Second))
-	// Let the consumer settle into a waiting fetch.
-	go func() {
-		time.Sleep(500 * time.Millisecond)
-		b.client(kgo.DefaultProduceTopic("wake")).ProduceSync(context.Background(), &kgo.Record{Value: []byte("x")})
-	}()
+	producer := b.client(kgo.DefaultProduceTopic("wake"))
+	cons := b.client(kgo.ConsumeTopics("wake"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(10*time.Second))
+	polled := make(chan kgo.Fetches, 1)
+	go func() { polled <- cons.PollFetches(ctx) }()
+	// The consumer looks up where to start, then its fetch waits at the
+	// end of the empty log.
+	testbed.WaitFor(t, 10*time.Second, "a waiting fetch", func() bool {
+		return gathered(t, reg, "korvet_kafka_requests_total", "ListOffsets") >= 1 && gathered(t, reg, "korvet_kafka_requests_in_flight", "") >= 1
+	})
 	start := time.Now()
-	fs := cons.PollFetches(ctxT(t, 20*time.Second))
+	if err := producer.ProduceSync(ctx, &kgo.Record{Value: []byte("x")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	fs := <-polled
 	if n := len(fs.Records()); n != 1 {
 		t.Fatalf("got %d records, errors %v", n, fs.Errors())
 	}
 	// The fetch waits up to 10 s; it must return as soon as the record lands.
 	if d := time.Since(start); d > 5*time.Second {
-		t.Fatalf("fetch returned after %v: it did not wake on produce", d)
+		t.Fatalf("fetch returned %v after the produce: it did not wake on it", d)
 	}
+}
+
+// gathered is the value of a counter or gauge in reg, of the series with
+// label api (any series when api is "").
+func gathered(t *testing.T, reg prometheus.Gatherer, name, api string) float64 {
+	t.Helper()
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatalf("gather: %v", err)
+	}
+	ofAPI := func(m *dto.Metric) bool {
+		for _, l := range m.Label {
+			if l.GetName() == "api" {
+				return api == "" || l.GetValue() == api
+			}
+		}
+		return true
+	}
+	for _, f := range fams {
+		for _, m := range f.Metric {
+			if f.GetName() == name && ofAPI(m) {
+				return m.GetCounter().GetValue() + m.GetGauge().GetValue()
+			}
+		}
+	}
+	return 0
 }
 
 func TestListOffsets(t *testing.T) {

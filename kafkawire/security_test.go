@@ -32,8 +32,8 @@ import (
 	"github.com/korvet/korvet/engine"
 	"github.com/korvet/korvet/engine/auth"
 	"github.com/korvet/korvet/internal/testbed"
+	"github.com/korvet/korvet/internal/testbed/enginetest"
 	"github.com/korvet/korvet/kafkawire"
-	"github.com/korvet/korvet/resp"
 )
 
 // secureOpts describes a korvet with security features for a test.
@@ -59,17 +59,9 @@ type secureBroker struct {
 
 func startSecure(t *testing.T, o secureOpts) *secureBroker {
 	t.Helper()
-	rd := testbed.StartRedis(t)
-	rc, err := resp.New(rd.URL, resp.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := testLogger()
+	log := testbed.Logger()
 	ctx := context.Background()
-	eng, err := engine.Open(ctx, rc, engine.Options{AutoCreateTopics: true, Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
+	eng, rc := enginetest.Open(t, testbed.StartRedis(t), engine.Options{AutoCreateTopics: true, Logger: log})
 	store, err := auth.Open(ctx, rc, auth.Options{Logger: log})
 	if err != nil {
 		t.Fatal(err)
@@ -108,8 +100,6 @@ func startSecure(t *testing.T, o secureOpts) *secureBroker {
 		if err := <-done; err != nil {
 			t.Errorf("serve: %v", err)
 		}
-		eng.Close()
-		rc.Close()
 	})
 	return b
 }
@@ -472,22 +462,12 @@ func TestPlainOnlyWithoutTLSRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rd := testbed.StartRedis(t)
-	rc, err := resp.New(rd.URL, resp.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rc.Close()
-	eng, err := engine.Open(context.Background(), rc, engine.Options{Logger: testLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer eng.Close()
+	eng, rc := enginetest.Open(t, testbed.StartRedis(t), engine.Options{})
 	store, err := auth.Open(context.Background(), rc, auth.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := kafkawire.NewServer(eng, kafkawire.Options{Logger: testLogger(), Auth: store})
+	srv := kafkawire.NewServer(eng, kafkawire.Options{Logger: testbed.Logger(), Auth: store})
 	err = srv.ServeListeners(context.Background(), time.Second, kafkawire.Listener{Listener: ln, SASL: []string{kafkawire.MechPlain}})
 	if err == nil || !strings.Contains(err.Error(), "PLAIN") {
 		t.Fatalf("ServeListeners = %v, want a refusal naming PLAIN", err)

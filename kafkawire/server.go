@@ -55,7 +55,7 @@ type Options struct {
 	MaxInFlight int
 	// MaxInFlightBytes bounds the fetch response bytes one connection may
 	// have reserved and not yet written: a fetch reserves what it may
-	// return (at most MaxFetchResponseBytes) before it is read, and
+	// return (at most maxFetchResponseBytes) before it is read, and
 	// beyond the bound korvet stops reading from that connection until
 	// the client takes its responses. A fetch larger than the bound still
 	// runs when nothing else is reserved. Default 64 MiB.

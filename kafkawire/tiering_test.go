@@ -1,31 +1,14 @@
 package kafkawire_test
 
 import (
-	"context"
-	"fmt"
-	"io"
-	"log/slog"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/korvet/korvet/cold"
 	"github.com/korvet/korvet/engine"
-	"github.com/korvet/korvet/internal/testbed"
+	"github.com/korvet/korvet/internal/testbed/enginetest"
 )
-
-func openCold(t *testing.T, cfg cold.Config) *cold.Store {
-	t.Helper()
-	cfg.CacheDir = filepath.Join(t.TempDir(), "cache")
-	st, err := cold.Open(context.Background(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	return st
-}
 
 // tieredTopic creates a topic whose segments seal every ~4 KB, are
 // archived, and leave Redis at once.
@@ -68,74 +51,30 @@ func waitLocalSegments(t *testing.T, b *broker, topic string, d time.Duration) {
 	}
 }
 
-func tieringBackends(t *testing.T, run func(t *testing.T, cfg cold.Config, s3 *testbed.S3)) {
-	t.Run("local", func(t *testing.T) {
-		run(t, cold.Config{Warehouse: "file://" + filepath.Join(t.TempDir(), "warehouse")}, nil)
-	})
-	t.Run("versitygw", func(t *testing.T) {
-		s3 := testbed.StartVersityGW(t)
-		run(t, cold.Config{Warehouse: "s3://korvet/wh", Endpoint: s3.Endpoint, AccessKey: s3.AccessKey, SecretKey: s3.SecretKey, Region: s3.Region, PathStyle: true}, s3)
-	})
-}
-
 // Produce, let segments move to the cold tier and leave Redis, then
-// consume from offset 0: byte-exact across both tiers, also after a
-// restart, and ListOffsets by time finds archived records.
+// consume from offset 0: Fetch serves both tiers byte-exact, also after a
+// restart, and ListOffsets by time finds archived records. The engine's
+// tests cover the tiers themselves, on every cold backend.
 func TestConsumeAcrossTiers(t *testing.T) {
-	tieringBackends(t, func(t *testing.T, cfg cold.Config, _ *testbed.S3) {
-		b := startBroker(t, engine.Options{AutoCreateTopics: true, Cold: openCold(t, cfg), TieringInterval: 100 * time.Millisecond})
-		tieredTopic(t, b, "tiered")
-		recs := testRecords("tiered", 2)
-		cl := b.client(kgo.RecordPartitioner(kgo.ManualPartitioner()))
-		for i := 0; i < len(recs); i += 10 {
-			produceAll(t, cl, recs[i:min(i+10, len(recs))])
-		}
-		// The last record goes into a fresh open segment, so all earlier
-		// ones are sealed and archived.
-		waitLocalSegments(t, b, "tiered", 30*time.Second)
-		checkConsumed(t, recs, consumeN(t, b, "tiered", len(recs)))
-
-		at, err := b.admin().ListOffsetsAfterMilli(ctxT(t, 10*time.Second), recs[2].Timestamp.UnixMilli(), "tiered")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if o, _ := at.Lookup("tiered", 0); o.Offset != 1 {
-			t.Fatalf("offset by time in the cold tier: %+v", o)
-		}
-		b.restart()
-		checkConsumed(t, recs, consumeN(t, b, "tiered", len(recs)))
-	})
-}
-
-// With the object store down, sealed segments stay in Redis and reads
-// keep working; when it returns, archiving resumes and nothing is lost.
-func TestArchivingSurvivesS3Outage(t *testing.T) {
-	s3 := testbed.StartVersityGW(t)
-	cfg := cold.Config{Warehouse: "s3://korvet/wh", Endpoint: s3.Endpoint, AccessKey: s3.AccessKey, SecretKey: s3.SecretKey, Region: s3.Region, PathStyle: true}
-	b := startBroker(t, engine.Options{AutoCreateTopics: true, Cold: openCold(t, cfg), TieringInterval: 100 * time.Millisecond})
-	tieredTopic(t, b, "outage")
-	s3.Stop()
+	b := startBroker(t, engine.Options{AutoCreateTopics: true, Cold: enginetest.Cold(t, enginetest.LocalWarehouse(t)), TieringInterval: 100 * time.Millisecond})
+	tieredTopic(t, b, "tiered")
+	recs := testRecords("tiered", 2)
 	cl := b.client(kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	var recs []*kgo.Record
-	for i := 0; i < 400; i++ {
-		recs = append(recs, &kgo.Record{Topic: "outage", Partition: int32(i % 2), Key: []byte(fmt.Sprint(i)), Value: []byte(fmt.Sprintf("value %d %0100d", i, i))})
+	for i := 0; i < len(recs); i += 10 {
+		produceAll(t, cl, recs[i:min(i+10, len(recs))])
 	}
-	for i := 0; i < len(recs); i += 20 {
-		produceAll(t, cl, recs[i:i+20])
+	// The last record goes into a fresh open segment, so all earlier
+	// ones are sealed and archived.
+	waitLocalSegments(t, b, "tiered", 30*time.Second)
+	checkConsumed(t, recs, consumeN(t, b, "tiered", len(recs)))
+
+	at, err := b.admin().ListOffsetsAfterMilli(ctxT(t, 10*time.Second), recs[2].Timestamp.UnixMilli(), "tiered")
+	if err != nil {
+		t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		st, _ := b.eng.Tiering()
-		if st.BacklogSegments > 0 && st.Errors > 0 && st.Archived == 0 {
-			break
-		}
-		if time.Now().After(deadline) || st.Archived > 0 {
-			t.Fatalf("with S3 down: %+v, want a backlog, errors and nothing archived", st)
-		}
-		time.Sleep(50 * time.Millisecond)
+	if o, _ := at.Lookup("tiered", 0); o.Offset != 1 {
+		t.Fatalf("offset by time in the cold tier: %+v", o)
 	}
-	checkConsumed(t, recs, consumeN(t, b, "outage", len(recs)))
-	s3.Restart(t)
-	waitLocalSegments(t, b, "outage", 30*time.Second)
-	checkConsumed(t, recs, consumeN(t, b, "outage", len(recs)))
+	b.restart()
+	checkConsumed(t, recs, consumeN(t, b, "tiered", len(recs)))
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -458,7 +459,7 @@ func TestReconnect(t *testing.T) {
 				t.Fatalf("backoff error claims an unknown outcome: %v", err)
 			}
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond) // the calls spread over the reconnect backoff
 	}
 	if !sawUnreachable {
 		t.Fatal("never saw the backoff error")
@@ -576,7 +577,11 @@ func TestPoolBounded(t *testing.T) {
 	}
 	errc := make(chan error, 1)
 	go func() { _, err := c.Do(context.Background(), "PING"); errc <- err }()
-	time.Sleep(20 * time.Millisecond)
+	// Its goroutine's stack shows when the caller waits for a slot.
+	testbed.WaitFor(t, 5*time.Second, "a caller waiting for a slot", func() bool {
+		stacks := make([]byte, 1<<20)
+		return bytes.Contains(stacks[:runtime.Stack(stacks, true)], []byte("resp.(*Client).waitSlot"))
+	})
 	c.Close()
 	if err := <-errc; !errors.Is(err, resp.ErrClosed) {
 		t.Fatalf("waiter after Close: %v", err)

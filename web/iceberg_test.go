@@ -4,43 +4,24 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/korvet/korvet/cold"
 	"github.com/korvet/korvet/engine"
 	"github.com/korvet/korvet/engine/record"
 	"github.com/korvet/korvet/internal/testbed"
-	"github.com/korvet/korvet/resp"
+	"github.com/korvet/korvet/internal/testbed/enginetest"
 	"github.com/korvet/korvet/web"
 )
 
 // korvet's own read-only Iceberg REST catalog answers for an archived
 // topic's table, with the metadata location another engine would load.
 func TestIcebergRESTCatalog(t *testing.T) {
-	r := testbed.StartRedis(t)
-	rc, err := resp.New(r.URL, resp.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { rc.Close() })
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	ctx := context.Background()
-	store, err := cold.Open(ctx, cold.Config{Warehouse: "file://" + filepath.Join(t.TempDir(), "wh"), CacheDir: t.TempDir()}, quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
-	eng, err := engine.Open(ctx, rc, engine.Options{Logger: quiet, Cold: store, TieringInterval: 50 * time.Millisecond, GroupInitialRebalanceDelay: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(eng.Close)
+	store := enginetest.Cold(t, enginetest.LocalWarehouse(t))
+	eng, _ := enginetest.Open(t, testbed.StartRedis(t), engine.Options{Cold: store, TieringInterval: 50 * time.Millisecond, GroupInitialRebalanceDelay: -1})
 	tp, err := eng.CreateTopic(ctx, "arch", 1, map[string]string{"remote.storage.enable": "true", "segment.bytes": "500", "retention.ms": "-1"}, false)
 	if err != nil {
 		t.Fatal(err)
@@ -58,7 +39,7 @@ func TestIcebergRESTCatalog(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	h := web.New(eng, web.Options{Logger: quiet})
+	h := web.New(eng, web.Options{Logger: testbed.Logger()})
 	for _, path := range []string{"/iceberg/v1/config", "/iceberg/v1/namespaces", "/iceberg/v1/namespaces/korvet/tables"} {
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))

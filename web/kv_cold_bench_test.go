@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -13,11 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/korvet/korvet/cold"
 	"github.com/korvet/korvet/engine"
 	"github.com/korvet/korvet/engine/record"
 	"github.com/korvet/korvet/internal/testbed"
-	"github.com/korvet/korvet/resp"
+	"github.com/korvet/korvet/internal/testbed/enginetest"
 	"github.com/korvet/korvet/web"
 )
 
@@ -36,23 +34,11 @@ func BenchmarkKVGetCold(b *testing.B) {
 func benchKVGetCold(b *testing.B, readCache int) {
 	r := testbed.StartRedis(b)
 	s3 := testbed.StartVersityGW(b)
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	ctx := context.Background()
-	store, err := cold.Open(ctx, cold.Config{Warehouse: "s3://kvbench/wh", Endpoint: s3.Endpoint, AccessKey: s3.AccessKey, SecretKey: s3.SecretKey, Region: s3.Region, PathStyle: true, CacheDir: filepath.Join(b.TempDir(), "cache"), ReadCacheBytes: readCache}, quiet)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer store.Close()
-	rc, err := resp.New(r.URL, resp.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer rc.Close()
-	eng, err := engine.Open(ctx, rc, engine.Options{Logger: quiet, Cold: store, TieringInterval: 20 * time.Millisecond, GroupInitialRebalanceDelay: -1, Index: engine.IndexOptions{Dir: filepath.Join(b.TempDir(), "index")}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer eng.Close()
+	cfg := enginetest.S3Warehouse(s3, "kvbench")
+	cfg.ReadCacheBytes = readCache
+	store := enginetest.Cold(b, cfg)
+	eng, _ := enginetest.Open(b, r, engine.Options{Cold: store, TieringInterval: 20 * time.Millisecond, GroupInitialRebalanceDelay: -1, Index: engine.IndexOptions{Dir: filepath.Join(b.TempDir(), "index")}})
 	const keys = 20000
 	tp, err := eng.CreateTopic(ctx, "coldkv", 1, map[string]string{"korvet.index.enable": "true", "remote.storage.enable": "true",
 		"segment.bytes": "1000000", "local.retention.ms": "0", "retention.ms": "-1"}, false)
@@ -91,7 +77,7 @@ func benchKVGetCold(b *testing.B, readCache int) {
 	}
 	open := tp.Partition(0).Segments()
 	coldBelow := open[len(open)-1].Base // keys below this offset are cold only
-	srv := httptest.NewServer(web.New(eng, web.Options{Logger: quiet}))
+	srv := httptest.NewServer(web.New(eng, web.Options{Logger: testbed.Logger()}))
 	defer srv.Close()
 	hc := srv.Client()
 	get := func(i int) {

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/korvet/korvet/engine"
+	"github.com/korvet/korvet/internal/testbed"
 	"github.com/korvet/korvet/web"
 )
 
@@ -53,7 +54,7 @@ func FuzzKVRoutes(f *testing.F) {
 		f.Fatal(err)
 	}
 	n.waitReady()
-	h := web.New(n.eng, web.Options{Version: "fuzz", Started: time.Now(), Logger: quietLog(), KVMgetMaxBytes: fuzzMgetCap})
+	h := web.New(n.eng, web.Options{Version: "fuzz", Started: time.Now(), Logger: testbed.Logger(), KVMgetMaxBytes: fuzzMgetCap})
 
 	methods := []string{"GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "PATCH", "CONNECT", "TRACE"}
 	many := make([]string, 1001)

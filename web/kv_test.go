@@ -7,12 +7,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -23,6 +21,7 @@ import (
 
 	"github.com/korvet/korvet/engine"
 	"github.com/korvet/korvet/internal/testbed"
+	"github.com/korvet/korvet/internal/testbed/enginetest"
 	"github.com/korvet/korvet/kafkawire"
 	"github.com/korvet/korvet/resp"
 	"github.com/korvet/korvet/web"
@@ -46,13 +45,6 @@ type node struct {
 	done   chan error
 }
 
-func quietLog() *slog.Logger {
-	if os.Getenv("KORVET_TEST_LOG") != "" {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	return slog.New(slog.NewTextHandler(io.Discard, nil))
-}
-
 func startNode(t testing.TB, opts engine.Options) *node {
 	t.Helper()
 	return startNodeWeb(t, opts, web.Options{})
@@ -69,18 +61,11 @@ func startNodeWeb(t testing.TB, opts engine.Options, wopts web.Options) *node {
 
 func (n *node) start() {
 	n.t.Helper()
-	rc, err := resp.New(n.redis.URL, resp.Options{Timeout: 5 * time.Second})
-	if err != nil {
-		n.t.Fatal(err)
-	}
 	opts := n.opts
-	opts.Logger = quietLog()
+	opts.Logger = testbed.Logger()
 	opts.Index.Dir = n.dir
 	opts.GroupInitialRebalanceDelay = -1
-	eng, err := engine.Open(context.Background(), rc, opts)
-	if err != nil {
-		n.t.Fatalf("open engine: %v", err)
-	}
+	eng, rc := enginetest.Open(n.t, n.redis, opts)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		n.t.Fatal(err)

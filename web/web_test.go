@@ -5,8 +5,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -25,10 +23,11 @@ import (
 	"github.com/korvet/korvet/engine/group"
 	"github.com/korvet/korvet/engine/record"
 	"github.com/korvet/korvet/internal/testbed"
+	"github.com/korvet/korvet/internal/testbed/enginetest"
 	"github.com/korvet/korvet/resp"
 )
 
-var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+var quiet = testbed.Logger()
 
 // openEngine opens an engine on a fresh redis-server started with args.
 func openEngine(t *testing.T, redisArgs ...string) (*engine.Engine, *testbed.Redis) {
@@ -41,17 +40,8 @@ func openEngine(t *testing.T, redisArgs ...string) (*engine.Engine, *testbed.Red
 func openEngineWith(t *testing.T, opts engine.Options, redisArgs ...string) (*engine.Engine, *testbed.Redis) {
 	t.Helper()
 	r := testbed.StartRedis(t, redisArgs...)
-	rc, err := resp.New(r.URL, resp.Options{Timeout: 2 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { rc.Close() })
 	opts.Logger, opts.GroupInitialRebalanceDelay = quiet, -1
-	eng, err := engine.Open(context.Background(), rc, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(eng.Close)
+	eng, _ := enginetest.Open(t, r, opts)
 	return eng, r
 }
 

@@ -95,11 +95,14 @@ func TestInitialDelayExtends(t *testing.T) {
 	start := time.Now()
 	var wg sync.WaitGroup
 	results := make([]JoinResult, 3)
+	// The later joins are 150ms from each moment the delay ends (300 and
+	// 600ms), so a busy machine's scheduling does not move one across.
+	joinAt := []time.Duration{0, 150 * time.Millisecond, 450 * time.Millisecond}
 	for i := range results {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			time.Sleep(time.Duration(i) * 200 * time.Millisecond)
+			time.Sleep(joinAt[i]) // the scenario's timing: a join at each moment
 			res, err := join(t, c, "")
 			if err != nil {
 				t.Errorf("join %d: %v", i, err)
@@ -109,7 +112,7 @@ func TestInitialDelayExtends(t *testing.T) {
 	}
 	wg.Wait()
 	took := time.Since(start)
-	// Joins at 0, 200 and 400 ms: the delay ends at 300, is extended to
+	// Joins at 0, 150 and 450 ms: the delay ends at 300, is extended to
 	// 600 (a member came), then to 900 (another came).
 	if took < 850*time.Millisecond || took > 1800*time.Millisecond {
 		t.Fatalf("first rebalance took %v, want about 900ms", took)
@@ -139,7 +142,7 @@ func TestJoinAbandoned(t *testing.T) {
 	// A second member joins and gives up at once: the group rebalances
 	// (the first member must rejoin) but the quitter is gone.
 	ctx, cancel := context.WithCancel(context.Background())
-	go func() { time.Sleep(50 * time.Millisecond); cancel() }()
+	go func() { time.Sleep(50 * time.Millisecond); cancel() }() // gives up after a while, parked or not: either way it is gone
 	_, err = c.Join(ctx, JoinRequest{Group: "g", ClientID: "q", SessionTimeout: 2 * time.Second, RebalanceTimeout: 2 * time.Second, ProtocolType: "consumer", Protocols: []Protocol{{Name: "range"}}})
 	if !errors.Is(err, ErrNotCoordinator) {
 		t.Fatalf("abandoned join: %v", err)

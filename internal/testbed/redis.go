@@ -8,41 +8,26 @@ import (
 	"bytes"
 	"fmt"
 	"net"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 )
 
-const (
-	readyTimeout = 10 * time.Second
-	stopTimeout  = 10 * time.Second
-	logTailLines = 40
-)
-
-// Redis is a redis-server child process owned by one test.
+// Redis is a redis-server child process owned by one test. Its Stop
+// lets Redis flush the AOF on the way out; after Kill, what Redis had
+// written to the AOF survives.
 type Redis struct {
 	Addr string // 127.0.0.1:PORT
 	URL  string // redis://127.0.0.1:PORT/0
 	Dir  string // working dir: AOF files, redis.log
 	Port int
 
-	tb       testing.TB
-	bin      string
-	args     []string
+	server
 	password string // from --requirepass, so the readiness probe can AUTH
-	logPath  string
-
-	mu   sync.Mutex
-	proc *process // nil while stopped
 }
-
-// process is one run of redis-server; done closes when it has exited.
 
 // StartRedis starts redis-server on a free 127.0.0.1 port in a fresh temp dir
 // and kills it when the test ends. extraArgs are appended to the command
@@ -56,14 +41,12 @@ func StartRedis(tb testing.TB, extraArgs ...string) *Redis {
 	dir := tb.TempDir()
 	port := FreePort(tb)
 	r := &Redis{
-		Addr:    net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
-		URL:     fmt.Sprintf("redis://127.0.0.1:%d/0", port),
-		Dir:     dir,
-		Port:    port,
-		tb:      tb,
-		bin:     bin,
-		logPath: filepath.Join(dir, "redis.log"),
+		Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
+		URL:  fmt.Sprintf("redis://127.0.0.1:%d/0", port),
+		Dir:  dir,
+		Port: port,
 	}
+	r.server = server{name: "redis-server", addr: r.Addr, tb: tb, bin: bin, dir: dir, logPath: filepath.Join(dir, "redis.log"), probe: r.probe}
 	r.args = append([]string{
 		"--port", strconv.Itoa(port),
 		"--bind", "127.0.0.1",
@@ -105,72 +88,8 @@ func FreePort(tb testing.TB) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-// Stop shuts the server down with SIGTERM (Redis flushes the AOF on the way
-// out) and waits for it to exit.
-func (r *Redis) Stop() {
-	r.halt(syscall.SIGTERM)
-}
-
-// Kill ends the server with SIGKILL, as a crash would. Data Redis had
-// already written to the AOF survives, since the page cache outlives it.
-func (r *Redis) Kill() {
-	r.halt(syscall.SIGKILL)
-}
-
-// Restart starts the server again on the same port and dir, stopping it
-// first if it still runs; the AOF brings the data back.
-func (r *Redis) Restart(tb testing.TB) {
-	tb.Helper()
-	r.Stop()
-	if err := r.start(); err != nil {
-		tb.Fatalf("testbed: restart: %v", err)
-	}
-}
-
-func (r *Redis) halt(sig syscall.Signal) {
-	r.mu.Lock()
-	p := r.proc
-	r.proc = nil
-	r.mu.Unlock()
-	if p != nil {
-		p.halt(r.tb, "redis-server", sig)
-	}
-}
-
-func (r *Redis) start() error {
-	p, err := spawn(r.bin, r.args, r.Dir, r.logPath)
-	if err != nil {
-		return err
-	}
-	r.mu.Lock()
-	r.proc = p
-	r.mu.Unlock()
-	if err := r.waitReady(p); err != nil {
-		r.Kill()
-		return fmt.Errorf("redis-server on %s: %w\n--- tail of %s ---\n%s", r.Addr, err, r.logPath, r.logTail())
-	}
-	return nil
-}
-
-// waitReady polls until the server answers PING with PONG: LOADING (AOF
+// probe passes when the server answers PING with PONG: LOADING (AOF
 // replay after a restart) does not count as ready.
-func (r *Redis) waitReady(p *process) error {
-	deadline := time.Now().Add(readyTimeout)
-	var last error
-	for time.Now().Before(deadline) {
-		select {
-		case <-p.done:
-			return fmt.Errorf("exited during startup: %v", p.waitErr)
-		default:
-		}
-		if last = r.probe(); last == nil {
-			return nil
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return fmt.Errorf("not ready after %v: %w", readyTimeout, last)
-}
-
 func (r *Redis) probe() error {
 	c, err := net.DialTimeout("tcp", r.Addr, time.Second)
 	if err != nil {
@@ -204,16 +123,4 @@ func (r *Redis) probe() error {
 		return fmt.Errorf("PING: %s", strings.TrimSpace(line))
 	}
 	return nil
-}
-
-func (r *Redis) logTail() string {
-	b, err := os.ReadFile(r.logPath)
-	if err != nil {
-		return fmt.Sprintf("(cannot read log: %v)", err)
-	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > logTailLines {
-		lines = lines[len(lines)-logTailLines:]
-	}
-	return strings.Join(lines, "\n")
 }

@@ -86,11 +86,8 @@ func TestRequirepassProbe(t *testing.T) {
 
 func TestStartFailureShowsLog(t *testing.T) {
 	dir := t.TempDir()
-	r := &Redis{
-		Addr:    "127.0.0.1:1",
-		Dir:     dir,
-		tb:      t,
-		bin:     "redis-server",
+	r := &Redis{Addr: "127.0.0.1:1", Dir: dir}
+	r.server = server{name: "redis-server", addr: r.Addr, tb: t, dir: dir, probe: r.probe,
 		args:    []string{"--port", "0", "--no-such-option", "1", "--dir", dir},
 		logPath: filepath.Join(dir, "redis.log"),
 	}

@@ -8,8 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -29,13 +27,7 @@ type S3 struct {
 	Dir       string // DIR/bucket/key
 	Port      int
 
-	tb      testing.TB
-	bin     string
-	args    []string
-	logPath string
-
-	mu   sync.Mutex
-	proc *process
+	server
 }
 
 // StartVersityGW starts versitygw on a free 127.0.0.1 port over a fresh
@@ -53,10 +45,8 @@ func StartVersityGW(tb testing.TB) *S3 {
 		SecretKey: "korvet-test-secret",
 		Region:    "us-east-1",
 		Dir:       filepath.Join(root, "data"),
-		tb:        tb,
-		bin:       bin,
-		logPath:   filepath.Join(root, "versitygw.log"),
 	}
+	s.server = server{name: "versitygw", tb: tb, bin: bin, dir: root, logPath: filepath.Join(root, "versitygw.log"), probe: s.probe}
 	if err := os.MkdirAll(s.Dir, 0o755); err != nil {
 		tb.Fatal(err)
 	}
@@ -65,6 +55,7 @@ func StartVersityGW(tb testing.TB) *S3 {
 	for try := 0; ; try++ {
 		s.Port = FreePort(tb)
 		s.Endpoint = net.JoinHostPort("127.0.0.1", strconv.Itoa(s.Port))
+		s.addr = s.Endpoint
 		s.args = []string{
 			"--access", s.AccessKey, "--secret", s.SecretKey,
 			"--region", s.Region,
@@ -109,84 +100,14 @@ func LookVersityGW() (string, error) {
 		"`go install github.com/versity/versitygw/cmd/versitygw@%s` (scripts/test.sh does)", VersityGWVersion)
 }
 
-// Stop ends the server with SIGTERM and waits for it.
-func (s *S3) Stop() { s.halt(syscall.SIGTERM) }
-
-// Kill ends the server with SIGKILL, as a crash would. Objects already
-// written stay in Dir.
-func (s *S3) Kill() { s.halt(syscall.SIGKILL) }
-
-// Restart starts the server again on the same port and dir (stopping it
-// first if it runs): an outage ends.
-func (s *S3) Restart(tb testing.TB) {
-	tb.Helper()
-	s.Stop()
-	var err error
-	// The old socket may linger for a moment after the process exits.
-	for try := 0; try < 5; try++ {
-		if err = s.start(); err == nil {
-			return
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	tb.Fatalf("testbed: restart versitygw: %v", err)
-}
-
-func (s *S3) halt(sig syscall.Signal) {
-	s.mu.Lock()
-	p := s.proc
-	s.proc = nil
-	s.mu.Unlock()
-	if p != nil {
-		p.halt(s.tb, "versitygw", sig)
-	}
-}
-
-func (s *S3) start() error {
-	p, err := spawn(s.bin, s.args, filepath.Dir(s.Dir), s.logPath)
+// probe passes when the server answers HTTP (any status: an unsigned
+// request is refused, which still shows it serves S3).
+func (s *S3) probe() error {
+	cl := &http.Client{Timeout: time.Second}
+	resp, err := cl.Get("http://" + s.Endpoint + "/")
 	if err != nil {
 		return err
 	}
-	s.mu.Lock()
-	s.proc = p
-	s.mu.Unlock()
-	if err := s.waitReady(p); err != nil {
-		s.Kill()
-		return fmt.Errorf("versitygw on %s: %w\n--- tail of %s ---\n%s", s.Endpoint, err, s.logPath, tailFile(s.logPath))
-	}
+	resp.Body.Close()
 	return nil
-}
-
-// waitReady polls until the server answers HTTP (any status: an
-// unsigned request is refused, which still shows it serves S3).
-func (s *S3) waitReady(p *process) error {
-	cl := &http.Client{Timeout: time.Second}
-	deadline := time.Now().Add(readyTimeout)
-	var last error
-	for time.Now().Before(deadline) {
-		select {
-		case <-p.done:
-			return fmt.Errorf("exited during startup: %v", p.waitErr)
-		default:
-		}
-		resp, err := cl.Get("http://" + s.Endpoint + "/")
-		if err == nil {
-			resp.Body.Close()
-			return nil
-		}
-		last = err
-		time.Sleep(20 * time.Millisecond)
-	}
-	return fmt.Errorf("not ready after %v: %w", readyTimeout, last)
-}
-
-func tailFile(path string) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return fmt.Sprintf("(cannot read log: %v)", err)
-	}
-	if len(b) > 4096 {
-		b = b[len(b)-4096:]
-	}
-	return string(b)
 }
