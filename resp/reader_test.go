@@ -23,16 +23,20 @@ func read(in string, want, maxReply int, oneByte bool) (*Replies, bool, error) {
 	return rs, trailing, err
 }
 
+// replyShapes is one reply of every kind, nested arrays included; the
+// reader's and the walker's shape tests read it.
+const replyShapes = "+OK\r\n" +
+	"-WRONGTYPE Operation against a key\r\n" +
+	":-42\r\n" +
+	"$5\r\na\r\n\x00b\r\n" +
+	"$0\r\n\r\n" +
+	"$-1\r\n" +
+	"*0\r\n" +
+	"*-1\r\n" +
+	"*2\r\n*2\r\n$2\r\nid\r\n*2\r\n$1\r\nf\r\n$1\r\nv\r\n:7\r\n"
+
 func TestReadRepliesShapes(t *testing.T) {
-	in := "+OK\r\n" +
-		"-WRONGTYPE Operation against a key\r\n" +
-		":-42\r\n" +
-		"$5\r\na\r\n\x00b\r\n" +
-		"$0\r\n\r\n" +
-		"$-1\r\n" +
-		"*0\r\n" +
-		"*-1\r\n" +
-		"*2\r\n*2\r\n$2\r\nid\r\n*2\r\n$1\r\nf\r\n$1\r\nv\r\n:7\r\n"
+	in := replyShapes
 	for _, oneByte := range []bool{false, true} {
 		rs, trailing, err := read(in, 9, 1<<20, oneByte)
 		if err != nil || trailing {

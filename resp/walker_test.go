@@ -12,15 +12,7 @@ import (
 )
 
 func TestWalkerShapes(t *testing.T) {
-	in := "+OK\r\n" +
-		"-WRONGTYPE Operation against a key\r\n" +
-		":-42\r\n" +
-		"$5\r\na\r\n\x00b\r\n" +
-		"$0\r\n\r\n" +
-		"$-1\r\n" +
-		"*0\r\n" +
-		"*-1\r\n" +
-		"*2\r\n*2\r\n$2\r\nid\r\n*2\r\n$1\r\nf\r\n$1\r\nv\r\n:7\r\n"
+	in := replyShapes
 	want := []Value{
 		{Kind: KindString, Data: []byte("OK")},
 		{Kind: KindError, Data: []byte("WRONGTYPE Operation against a key")},
