@@ -16,7 +16,7 @@
 //     describe_configs.go, ...; group_*.go and offset_*.go for consumer
 //     groups): its handler, its request checks and its rule. What several
 //     share is in group_common.go, acl_common.go and configs.go;
-//     engine.go turns engine errors into Kafka error codes.
+//     error_codes.go turns engine errors into Kafka error codes.
 //   - listener.go, tls.go, sasl.go: listeners and their security.
 //   - metrics.go: Prometheus metrics per API.
 //   - batch/: record batches, decoded, decompressed and built.
