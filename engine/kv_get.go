@@ -83,7 +83,7 @@ func (kv *kvIndex) get(ctx context.Context, kt *kvTopic, key []byte) (KVRecord, 
 			return rec, outcomeHit, nil
 		case errors.Is(err, ErrOffsetOutOfRange) && ptr.Offset < p.LogStart():
 			return KVRecord{}, outcomeGone, fmt.Errorf("%w: partition %d offset %d is below the log start %d", ErrKVGone, ptr.Partition, ptr.Offset, p.LogStart())
-		case err != nil && ctx.Err() == nil:
+		case err != nil && !expired(ctx):
 			return KVRecord{}, outcomeError, fmt.Errorf("%w: %v", ErrKVUnavailable, err)
 		}
 		// The pointer is stale (compaction removed the record after a
@@ -96,11 +96,22 @@ func (kv *kvIndex) get(ctx context.Context, kt *kvTopic, key []byte) (KVRecord, 
 			case <-ctx.Done():
 			}
 		}
-		if ctx.Err() != nil {
+		if expired(ctx) {
 			return KVRecord{}, outcomeStale, fmt.Errorf("%w: the record at partition %d offset %d no longer carries the key and the index did not move within %v", ErrKVUnavailable, ptr.Partition, ptr.Offset, kv.opts.StaleBudget)
 		}
 		last = ptr
 	}
+}
+
+// expired says whether ctx's deadline has passed. A read's socket
+// deadline is the same instant as ctx's and may fire a moment before
+// ctx.Err() reports it; that read failed for want of time, not Redis.
+func expired(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	dl, ok := ctx.Deadline()
+	return ok && !time.Now().Before(dl)
 }
 
 // lookupReady reads a pointer if every partition of kt has caught up:
