@@ -310,8 +310,8 @@ func toDataFile(df iceberg.DataFile) DataFile {
 }
 
 // Files lists the segments the topic's table holds, by partition and
-// offset; none if the table does not exist. korvet rebuilds its segment
-// registry from it after a crash between an upload and its bookkeeping.
+// offset; none if the table does not exist. (A crash between an upload
+// and its bookkeeping needs no listing: Archive finds its file again.)
 func (s *Store) Files(ctx context.Context, topic string) ([]DataFile, error) {
 	if err := validTopic(topic); err != nil {
 		return nil, err

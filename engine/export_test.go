@@ -37,3 +37,16 @@ func (k *KV) CountWaiters(topic string) int {
 	}
 	return kt.counting.waiters
 }
+
+// RebuildOnline is StartRebuild, waited for: it returns the rebuild's
+// result (see rebuildOnline).
+func (k *KV) RebuildOnline(ctx context.Context) (RebuildResult, error) {
+	kv := k.live
+	if kv == nil {
+		return RebuildResult{}, ErrKVDisabled
+	}
+	if err := kv.claimRebuild(); err != nil {
+		return RebuildResult{}, err
+	}
+	return kv.rebuildOnline(ctx)
+}

@@ -48,23 +48,6 @@ func (k *KV) StartRebuild() error {
 	return nil
 }
 
-// RebuildOnline rebuilds the live index from the log while it keeps
-// serving: it loads a fresh index next to it ({dir}.rebuild) up to the
-// high watermarks, loads it again up to where the log got meanwhile, then
-// swaps it in: appends and reads wait for the few milliseconds the swap
-// takes, and the partitions catch up from the new checkpoints (reads wait
-// for that, within their budget). Compaction waits until it is done.
-func (k *KV) RebuildOnline(ctx context.Context) (RebuildResult, error) {
-	kv := k.live
-	if kv == nil {
-		return RebuildResult{}, ErrKVDisabled
-	}
-	if err := kv.claimRebuild(); err != nil {
-		return RebuildResult{}, err
-	}
-	return kv.rebuildOnline(ctx)
-}
-
 // claimRebuild marks an online rebuild as running, unless one is.
 func (kv *kvIndex) claimRebuild() error {
 	kv.rebuildMu.Lock()
@@ -76,7 +59,13 @@ func (kv *kvIndex) claimRebuild() error {
 	return nil
 }
 
-// rebuildOnline is RebuildOnline once the rebuild is claimed.
+// rebuildOnline rebuilds the live index from the log while it keeps
+// serving (StartRebuild runs it in the background, once claimed): it
+// loads a fresh index next to it ({dir}.rebuild) up to the high
+// watermarks, loads it again up to where the log got meanwhile, then
+// swaps it in: appends and reads wait for the few milliseconds the swap
+// takes, and the partitions catch up from the new checkpoints (reads wait
+// for that, within their budget). Compaction waits until it is done.
 func (kv *kvIndex) rebuildOnline(ctx context.Context) (res RebuildResult, err error) {
 	defer func() {
 		kv.rebuildMu.Lock()
