@@ -56,8 +56,9 @@ func apiTable() map[kmsg.Key]apiDef {
 		kmsg.DescribeLogDirs:         {0, 4, handleDescribeLogDirs, aclDescribeLogDirs},
 		kmsg.CreatePartitions:        {0, 3, handleCreatePartitions, aclCreatePartitions},
 		kmsg.IncrementalAlterConfigs: {0, 1, handleIncrementalAlterConfigs, aclIncrementalAlterConfigs},
-		kmsg.DescribeCluster:         {0, 1, handleDescribeCluster, allowAll},
+		kmsg.DescribeCluster:         {0, 2, handleDescribeCluster, allowAll},
 		kmsg.DescribeProducers:       {0, 0, handleDescribeProducers, aclDescribeProducers},
+		kmsg.DescribeTopicPartitions: {0, 0, handleDescribeTopicPartitions, aclDescribeTopicPartitions},
 		// Consumer groups, classic protocol.
 		kmsg.OffsetCommit:    {0, 9, handleOffsetCommit, aclOffsetCommit},
 		kmsg.OffsetFetch:     {0, 9, handleOffsetFetch, aclOffsetFetch},

@@ -50,8 +50,9 @@ var advertised = []struct {
 	{kmsg.OffsetDelete, 0, 0},
 	{kmsg.DescribeUserSCRAMCredentials, 0, 0},
 	{kmsg.AlterUserSCRAMCredentials, 0, 0},
-	{kmsg.DescribeCluster, 0, 1},
+	{kmsg.DescribeCluster, 0, 2},
 	{kmsg.DescribeProducers, 0, 0},
+	{kmsg.DescribeTopicPartitions, 0, 0},
 }
 
 // notOfferedPlain are the APIs a plain listener without SASL, ACLs or a

@@ -23,3 +23,6 @@ func PanicInOrder(s *Server, key int16, match func(kmsg.Request) bool) {
 
 // MaxFetchResponseBytes caps the record bytes of one fetch response.
 const MaxFetchResponseBytes = maxFetchResponseBytes
+
+// MaxDescribePartitions bounds the partitions of one DescribeTopicPartitions answer.
+const MaxDescribePartitions = maxDescribePartitions
