@@ -30,7 +30,28 @@ func (c *conn) apiVersionsResponse(version int16) *kmsg.ApiVersionsResponse {
 	return r
 }
 
-func handleApiVersions(_ context.Context, c *conn, req kmsg.Request) func() kmsg.Response {
-	r := c.apiVersionsResponse(req.GetVersion())
+// handleApiVersions lists what korvet serves. From v5 (KIP-1242) a client
+// may name the cluster and node it means to reach, both or neither: a
+// connection that reached another one (a restarted korvet on a fresh
+// Redis, another korvet behind the same address) is answered
+// REBOOTSTRAP_REQUIRED, on which the client rediscovers the cluster from
+// its seeds instead of talking to the wrong one.
+func handleApiVersions(_ context.Context, c *conn, kreq kmsg.Request) func() kmsg.Response {
+	req := kreq.(*kmsg.ApiVersionsRequest)
+	var r *kmsg.ApiVersionsResponse
+	switch named := req.NodeID != -1; {
+	case req.Version < 5 || req.ClusterID == nil && !named:
+		r = c.apiVersionsResponse(req.Version)
+	case req.ClusterID == nil || !named:
+		r = req.ResponseKind().(*kmsg.ApiVersionsResponse)
+		r.ErrorCode = kerr.InvalidRequest.Code
+	case *req.ClusterID != c.s.eng.ClusterID() || req.NodeID != c.s.opts.NodeID:
+		c.s.log.Info("ApiVersions: client expected another cluster or node; asking it to rebootstrap",
+			"remote", c.nc.RemoteAddr(), "client", c.clientID, "node_id", req.NodeID)
+		r = req.ResponseKind().(*kmsg.ApiVersionsResponse)
+		r.ErrorCode = kerr.RebootstrapRequired.Code
+	default:
+		r = c.apiVersionsResponse(req.Version)
+	}
 	return func() kmsg.Response { return r }
 }
