@@ -64,15 +64,21 @@ func TestFetchTinyLimitsReturnWholeBatch(t *testing.T) {
 	if _, err := b.admin().CreateTopic(ctx, 1, 1, nil, topic); err != nil {
 		t.Fatal(err)
 	}
-	prod := b.client(kgo.DefaultProduceTopic(topic), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	// Manual flushing: each flush sends its records as one batch.
+	prod := b.client(kgo.DefaultProduceTopic(topic), kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.ManualFlushing())
 	for i := range batches {
-		var recs []*kgo.Record
+		errs := make(chan error, per)
 		for j := range per {
-			recs = append(recs, &kgo.Record{Value: fmt.Appendf(nil, "b%d-r%d-%s", i, j, strings.Repeat("x", 100))})
+			r := &kgo.Record{Value: fmt.Appendf(nil, "b%d-r%d-%s", i, j, strings.Repeat("x", 100))}
+			prod.Produce(ctx, r, func(_ *kgo.Record, err error) { errs <- err })
 		}
-		produceAll(t, prod, recs) // one ProduceSync: one batch, one append
-		if off := recs[0].Offset; off != int64(i*per) {
-			t.Fatalf("batch %d starts at %d", i, off)
+		if err := prod.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for range per {
+			if err := <-errs; err != nil {
+				t.Fatalf("produce batch %d: %v", i, err)
+			}
 		}
 	}
 
