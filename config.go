@@ -43,6 +43,8 @@ type Config struct {
 		MaxInFlightBytes  int64  `toml:"max_inflight_bytes"`
 		// GroupInitialRebalanceDelay is Kafka's group.initial.rebalance.delay.ms.
 		GroupInitialRebalanceDelay duration `toml:"group_initial_rebalance_delay"`
+		// GroupCleanupInterval is Kafka's offsets.retention.check.interval.ms.
+		GroupCleanupInterval duration `toml:"group_cleanup_interval"`
 
 		// Bounds on what one client can make korvet (and Redis) hold.
 		MaxProduceDecompressedBytes int      `toml:"max_produce_decompressed_bytes"`
@@ -132,6 +134,7 @@ func defaultConfig() Config {
 	c.Kafka.MaxConnections = 10000
 	c.Kafka.MaxInFlightBytes = 64 << 20
 	c.Kafka.GroupInitialRebalanceDelay.Duration = 3 * time.Second
+	c.Kafka.GroupCleanupInterval.Duration = 10 * time.Minute
 	c.Kafka.MaxProduceDecompressedBytes = 64 << 20
 	c.Kafka.MaxPartitionsPerTopic = 1000
 	c.Kafka.MaxPartitions = 10000
@@ -248,6 +251,9 @@ func loadConfig(path string) (Config, error) {
 	}
 	if c.Kafka.GroupInitialRebalanceDelay.Duration < 0 || c.Kafka.GroupInitialRebalanceDelay.Duration > 5*time.Minute {
 		return c, bad(toml.Key{"kafka", "group_initial_rebalance_delay"}, "must be 0s to 5m")
+	}
+	if d := c.Kafka.GroupCleanupInterval.Duration; d < time.Second || d > 24*time.Hour {
+		return c, bad(toml.Key{"kafka", "group_cleanup_interval"}, "must be 1s to 24h")
 	}
 	if c.Kafka.MaxConnections < 1 {
 		return c, bad(toml.Key{"kafka", "max_connections"}, "must be at least 1")

@@ -224,6 +224,7 @@ func TestLoadConfigErrors(t *testing.T) {
 		{name: "max_request_bytes", text: "[kafka]\nmax_request_bytes = 10\n", line: 2, want: []string{"kafka.max_request_bytes"}},
 		{name: "max_connections", text: "[kafka]\nmax_connections = 0\n", line: 2, want: []string{"kafka.max_connections"}},
 		{name: "node_id", text: "[kafka]\nnode_id = -1\n", line: 2, want: []string{"kafka.node_id"}},
+		{name: "group_cleanup_interval 0s", text: "[kafka]\ngroup_cleanup_interval = \"0s\"\n", line: 2, want: []string{"kafka.group_cleanup_interval", "1s to 24h"}},
 		{name: "log_level", text: "log_level = \"verbose\"\n", line: 1, want: []string{"log_level"}},
 		{name: "empty data_dir", text: "data_dir = \"\"\n", line: 1, want: []string{"data_dir"}},
 		{name: "unknown topic_defaults key", text: "[topic_defaults]\n\"retention.ms\" = \"1000\"\n\"retention.msx\" = \"1000\"\n", line: 3, want: []string{"retention.msx", "unknown topic config"}},

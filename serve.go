@@ -132,6 +132,7 @@ func engineOptions(cfg Config, store *cold.Store, log *slog.Logger) engine.Optio
 		Index:             engine.IndexOptions{Dir: indexDir(cfg)},
 		// The engine reads 0 as its default; "0s" in the file means none.
 		GroupInitialRebalanceDelay: cmp.Or(cfg.Kafka.GroupInitialRebalanceDelay.Duration, -1),
+		GroupCleanupInterval:       cfg.Kafka.GroupCleanupInterval.Duration,
 		Logger:                     log,
 
 		// Bounds on what clients can create.

@@ -47,7 +47,11 @@ type Options struct {
 	// GroupMinSessionTimeout and GroupMaxSessionTimeout bound the session
 	// timeouts group members may use. Defaults 6s and 30 min, as in Kafka.
 	GroupMinSessionTimeout, GroupMaxSessionTimeout time.Duration
-	Logger                                         *slog.Logger
+	// GroupCleanupInterval is how often groups left Empty without
+	// committed offsets are removed (Kafka's
+	// offsets.retention.check.interval.ms). Default 10 min.
+	GroupCleanupInterval time.Duration
+	Logger               *slog.Logger
 
 	// MaxPartitionsPerTopic and MaxPartitions cap the partitions of one
 	// topic and of all topics together; creating past them is refused
@@ -142,6 +146,7 @@ func Open(ctx context.Context, rc *resp.Client, opts Options) (*Engine, error) {
 		InitialRebalanceDelay: opts.GroupInitialRebalanceDelay,
 		MinSessionTimeout:     opts.GroupMinSessionTimeout,
 		MaxSessionTimeout:     opts.GroupMaxSessionTimeout,
+		CleanupInterval:       opts.GroupCleanupInterval,
 		HighWatermark:         e.highWatermark,
 		Logger:                opts.Logger,
 	})

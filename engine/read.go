@@ -29,6 +29,9 @@ type ReadResult struct {
 	dec   entry.Decoder
 	elems []resp.Reply
 	pair  []resp.Reply
+	// cut: the read stopped (for maxBytes or its entry count) before the
+	// end of the range it read, so records may follow the last one.
+	cut bool
 }
 
 var readResults = sync.Pool{New: func() any { return new(ReadResult) }}
@@ -41,6 +44,7 @@ func (r *ReadResult) Release() {
 	}
 	clear(r.Records)
 	r.Records, r.Codecs = r.Records[:0], r.Codecs[:0]
+	r.cut = false
 	r.dec.Reset()
 	readResults.Put(r)
 }
@@ -50,6 +54,38 @@ func (r *ReadResult) Release() {
 // It returns ErrOffsetOutOfRange when offset is below the log start or
 // beyond the high watermark.
 func (p *Partition) Read(ctx context.Context, offset int64, maxBytes int) (*ReadResult, error) {
+	return p.read(ctx, offset, maxBytes, -1)
+}
+
+// ReadWhole is Read for the first partition of a fetch to return records
+// (KIP-74): when maxBytes cuts the append holding the first record, the
+// read goes on to that append's end, up to wholeMax bytes of records, so a
+// consumer whose limits are smaller than what a producer sent still gets
+// it whole and moves on by whole batches, as with Kafka. korvet stores
+// one entry per record; the batches stream has where each append ends
+// (an append is a flush round: one produced batch, or several that came
+// together, within MaxAppendBytes unless one alone is larger). wholeMax
+// is raised to maxBytes when below it.
+func (p *Partition) ReadWhole(ctx context.Context, offset int64, maxBytes, wholeMax int) (*ReadResult, error) {
+	res, err := p.read(ctx, offset, maxBytes, -1)
+	if err != nil || !res.cut || len(res.Records) == 0 || wholeMax <= maxBytes {
+		return res, err
+	}
+	last := res.Records[len(res.Records)-1].Offset
+	r, err := p.t.e.rc.Do(ctx, "XRANGE", p.batchesKey, strconv.FormatInt(res.Records[0].Offset, 10), "+", "COUNT", 1)
+	if err != nil {
+		return res, nil // what was read is a fine answer
+	}
+	end, _, ok := parseBatchEntry(r)
+	if !ok || end <= last {
+		return res, nil
+	}
+	res.Release()
+	return p.read(ctx, offset, wholeMax, end)
+}
+
+// read is Read up to offset until (inclusive) when until >= 0.
+func (p *Partition) read(ctx context.Context, offset int64, maxBytes int, until int64) (*ReadResult, error) {
 	res := readResults.Get().(*ReadResult)
 	hw, start := p.hw.Load(), p.start.Load()
 	res.HighWatermark, res.LogStart = hw, start
@@ -57,7 +93,11 @@ func (p *Partition) Read(ctx context.Context, offset int64, maxBytes int) (*Read
 		res.Release()
 		return nil, fmt.Errorf("%w: %d not in [%d, %d]", ErrOffsetOutOfRange, offset, start, hw)
 	}
-	if offset == hw || maxBytes <= 0 {
+	last := hw - 1
+	if until >= 0 {
+		last = min(last, until)
+	}
+	if offset > last || maxBytes <= 0 {
 		return res, nil
 	}
 	// Ask Redis for about as many entries as fit in maxBytes, judged by the
@@ -73,9 +113,9 @@ func (p *Partition) Read(ctx context.Context, offset int64, maxBytes int) (*Read
 
 	// Walk the segments from the one holding offset: one may hold nothing
 	// at or after it (compaction deletes records), so go on to the next.
-	for i := max(segmentFor(segs, offset), 0); i < len(segs) && offset < hw; i++ {
+	for i := max(segmentFor(segs, offset), 0); i < len(segs) && offset <= last; i++ {
 		sg := segs[i]
-		end := hw - 1
+		end := last
 		if i < len(segs)-1 {
 			end = min(end, segs[i+1].Base-1)
 		}
@@ -89,8 +129,12 @@ func (p *Partition) Read(ctx context.Context, offset int64, maxBytes int) (*Read
 		default:
 			var recs []record.Record
 			recs, err = p.readCold(ctx, sg, offset, maxBytes)
+			for len(recs) > 0 && recs[len(recs)-1].Offset > end {
+				recs = recs[:len(recs)-1] // past until
+			}
 			res.Records = append(res.Records, recs...)
 			res.Codecs = append(res.Codecs, make([]int8, len(recs))...)
+			res.cut = len(recs) > 0 && recs[len(recs)-1].Offset < end
 		}
 		if err != nil {
 			res.Release()
@@ -121,6 +165,9 @@ func (p *Partition) readStream(ctx context.Context, res *ReadResult, seg, from, 
 		return err
 	}
 	res.elems = rep.Elems(res.elems[:0])
+	// Fewer entries than asked for means the range ended; otherwise more
+	// may follow, unless the last one is the range's end (checked below).
+	res.cut = int64(len(res.elems)) == count
 	size := 0
 	for _, ent := range res.elems {
 		res.pair = ent.Elems(res.pair[:0])
@@ -153,11 +200,16 @@ func (p *Partition) readStream(ctx context.Context, res *ReadResult, seg, from, 
 		if size += rec.Size(); size > maxBytes && len(res.Records) > 1 {
 			res.Records = res.Records[:len(res.Records)-1]
 			res.Codecs = res.Codecs[:len(res.Codecs)-1]
+			res.cut = true
 			break
 		}
 		if size >= maxBytes {
+			res.cut = true
 			break
 		}
+	}
+	if n := len(res.Records); n > 0 && res.Records[n-1].Offset >= to {
+		res.cut = false
 	}
 	return nil
 }

@@ -143,7 +143,18 @@ func (c *conn) fetchOnce(ctx context.Context, req *kmsg.FetchRequest, parts [][]
 			if limit <= 0 {
 				continue
 			}
-			res, err := p.Read(ctx, rq.FetchOffset, limit)
+			var res *engine.ReadResult
+			var err error
+			if total == 0 {
+				// KIP-74: the first partition to return records returns
+				// its first batch whole, whatever the limits say, as
+				// Kafka does; clients rely on it to get past a batch
+				// larger than their limits. Bounded by the topic's
+				// max.message.bytes and the response cap.
+				res, err = p.ReadWhole(ctx, rq.FetchOffset, limit, int(min(p.Topic().MaxMessageBytes(), maxFetchResponseBytes)))
+			} else {
+				res, err = p.Read(ctx, rq.FetchOffset, limit)
+			}
 			if err != nil {
 				sp.ErrorCode = errorCode(err)
 				failed = true

@@ -1,6 +1,7 @@
 package kafkawire_test
 
 import (
+	"context"
 	"net"
 	"strconv"
 	"strings"
@@ -368,8 +369,9 @@ func TestGroupStaticProtocol(t *testing.T) {
 		expectCode(t, "leave with a fenced member id", a.do(lv).(*kmsg.LeaveGroupResponse).Members[0].ErrorCode, kerr.FencedInstanceID)
 		lv.Members[0].MemberID = ""
 		expectCode(t, "leave by instance id", a.do(lv).(*kmsg.LeaveGroupResponse).Members[0].ErrorCode, nil)
-		if d, ok := b.eng.Groups().Describe(g); ok {
-			// Without members or commits the group is gone.
+		if d, ok := b.eng.Groups().Describe(g); !ok || d.State != group.Empty || len(d.Members) != 0 {
+			// Without members the group is Empty; without commits it
+			// stays so until the periodic cleanup.
 			t.Fatalf("after the static member left: %+v", d)
 		}
 	}
@@ -411,34 +413,43 @@ func TestGroupTimeouts(t *testing.T) {
 
 	// B never syncs: dropped when the sync deadline passes.
 	testbed.WaitFor(t, 5*time.Second, "B to be dropped for not syncing", func() bool {
-		_, ok := coord.Describe(g)
-		return !ok
+		return emptied(coord, g)
 	})
 
 	// C syncs and then stops heartbeating: it expires after its session.
 	cc := newRawGroupConn(t, b)
 	jc := cc.do(short(joinReq(3, g, "", "", "range"))).(*kmsg.JoinGroupResponse)
 	cc.do(syncReq(g, jc.MemberID, jc.Generation, nil))
-	goneAfterSession(t, coord, g, "C expired")
+	afterSession(t, "C expired", func() bool { return emptied(coord, g) })
 
 	// An id handed out with MEMBER_ID_REQUIRED and never used expires; a
 	// join with it afterwards is refused.
 	req := short(joinReq(9, g, "", "", "range"))
 	id := a.do(req).(*kmsg.JoinGroupResponse).MemberID
-	// The group holds nothing but the id, so it goes when the id expires.
-	goneAfterSession(t, coord, g, "the pending id expired")
+	// The group holds nothing but the id: the cleanup leaves it while the
+	// id is pending and removes it once the id has expired.
+	afterSession(t, "the pending id expired", func() bool {
+		n, err := coord.Cleanup(context.Background())
+		if err != nil {
+			t.Fatalf("cleanup: %v", err)
+		}
+		return n == 1
+	})
 	expectCode(t, "join with an expired pending id", a.do(short(joinReq(9, g, id, "", "range"))).(*kmsg.JoinGroupResponse).ErrorCode, kerr.UnknownMemberID)
 }
 
-// goneAfterSession waits until group g is gone, which what kept it may
-// cause only once its 600ms session has ended.
-func goneAfterSession(t *testing.T, coord *group.Coordinator, g, what string) {
+// emptied reports whether group g is Empty without members.
+func emptied(coord *group.Coordinator, g string) bool {
+	d, ok := coord.Describe(g)
+	return ok && d.State == group.Empty && len(d.Members) == 0
+}
+
+// afterSession waits until done, which what kept it may bring about only
+// once its 600ms session has ended.
+func afterSession(t *testing.T, what string, done func() bool) {
 	t.Helper()
 	start := time.Now()
-	testbed.WaitFor(t, 5*time.Second, what, func() bool {
-		_, ok := coord.Describe(g)
-		return !ok
-	})
+	testbed.WaitFor(t, 5*time.Second, what, done)
 	if d := time.Since(start); d < 400*time.Millisecond {
 		t.Fatalf("%s after %v, before its 600ms session", what, d)
 	}

@@ -46,7 +46,21 @@ func handleMetadata(ctx context.Context, c *conn, kreq kmsg.Request) func() kmsg
 					continue
 				}
 			case autoCreate:
-				t, err = eng.EnsureTopic(ctx, *rt.Topic)
+				if t = eng.Topic(*rt.Topic); t != nil {
+					break
+				}
+				if _, err = eng.EnsureTopic(ctx, *rt.Topic); err == nil {
+					// As Kafka: the call that creates a topic answers
+					// LEADER_NOT_AVAILABLE for it, without partitions;
+					// clients ask again and then see it. So a topic
+					// deleted a moment ago is not listed as if it had
+					// never gone.
+					mt := kmsg.NewMetadataResponseTopic()
+					mt.Topic = rt.Topic
+					mt.ErrorCode = kerr.LeaderNotAvailable.Code
+					resp.Topics = append(resp.Topics, mt)
+					continue
+				}
 			default:
 				if t = eng.Topic(*rt.Topic); t == nil {
 					err = engine.ErrUnknownTopic

@@ -109,6 +109,16 @@ func NewCredential(m Mechanism, password string, iterations int) (Credential, er
 // CredentialFromSalted derives a credential from a salted password, which
 // is what AlterUserScramCredentials carries: the client salts, so the
 // password never reaches the broker.
+//
+// Like Kafka (ScramControlManager checks only the name, mechanism and
+// iterations; ScramFormatter keys HMAC with the bytes as given), a salted
+// password of any length is accepted: HMAC takes keys of any length, so
+// the stored keys are well defined and a client proving knowledge of
+// those same bytes logs in. A client salting a password gets hash-size
+// bytes, so only such a client can use an odd-sized one. Refused: an
+// empty salted password (Kafka fails it too, as an unknown server error,
+// since Java refuses an empty HMAC key) and an empty salt (RFC 5802
+// requires one; Kafka does not check).
 func CredentialFromSalted(m Mechanism, salt, salted []byte, iterations int) (Credential, error) {
 	switch {
 	case !m.Valid():
@@ -117,8 +127,8 @@ func CredentialFromSalted(m Mechanism, salt, salted []byte, iterations int) (Cre
 		return Credential{}, fmt.Errorf("%w: %d iterations (use %d to %d)", ErrInvalidCredential, iterations, MinIterations, MaxIterations)
 	case len(salt) == 0:
 		return Credential{}, fmt.Errorf("%w: empty salt", ErrInvalidCredential)
-	case len(salted) != m.size():
-		return Credential{}, fmt.Errorf("%w: salted password of %d bytes, %s needs %d", ErrInvalidCredential, len(salted), m, m.size())
+	case len(salted) == 0:
+		return Credential{}, fmt.Errorf("%w: empty salted password", ErrInvalidCredential)
 	}
 	clientKey := mac(m, salted, []byte("Client Key"))
 	return Credential{

@@ -214,21 +214,6 @@ func awaitParked[R any](ctx context.Context, g *group, ch chan R, limit time.Dur
 	return r, false, abandon
 }
 
-// maybeForget drops a group that has nothing left: no members, no
-// pending joins, no commits. Kafka's periodic cleanup does the same; here
-// it happens at once. Callers still holding the group see it Dead and
-// tell their clients to retry, which finds a fresh group.
-func (g *group) maybeForget() {
-	if g.state != Empty || len(g.members) > 0 || len(g.pending) > 0 || g.stored {
-		return
-	}
-	g.state = Dead
-	if g.timer != nil {
-		g.timer.Stop()
-	}
-	g.c.forget(g)
-}
-
 // shutdown answers every parked call and stops the timer.
 func (g *group) shutdown() {
 	if g.timer != nil {

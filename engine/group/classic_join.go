@@ -92,8 +92,8 @@ func (c *Coordinator) Join(ctx context.Context, req JoinRequest) (JoinResult, er
 	} else if g = c.lookup(req.Group); g == nil {
 		return fail(ErrUnknownMemberID)
 	}
-	// Whether the group has commits decides what becomes of it when it
-	// empties (see persist).
+	// Whether the group has commits decides whether the cleanup removes
+	// it once it is empty (see cleanup.go).
 	if err := g.ensureLoaded(ctx); err != nil {
 		return fail(err)
 	}

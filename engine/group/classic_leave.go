@@ -60,7 +60,6 @@ func (c *Coordinator) Leave(name string, members []LeaveMember) ([]error, error)
 		}
 		g.removeMember(m, reason, now)
 	}
-	g.maybeForget()
 	g.reschedule()
 	return errs, nil
 }

@@ -71,7 +71,6 @@ func (g *group) completeJoin(now time.Time) {
 		g.leader = ""
 		g.c.log.Info("group empty", "group", g.name, "generation", g.generation)
 		g.persist()
-		g.maybeForget()
 		return
 	}
 	g.protocol = g.selectProtocol()

@@ -54,7 +54,6 @@ func (g *group) onTimer() {
 		return
 	}
 	g.expire(time.Now())
-	g.maybeForget()
 	g.reschedule()
 }
 

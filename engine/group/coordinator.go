@@ -4,9 +4,10 @@
 // which it keeps in Redis. It deals in plain Go values; the wire layer
 // decodes requests and maps the errors to Kafka error codes.
 //
-// Membership lives in memory only: after a restart, groups come back
-// empty with their committed offsets, and clients rebuild membership by
-// rejoining (their old member ids are unknown, so they start over).
+// Membership and committed offsets are kept in Redis (persist.go,
+// offsets.go), so groups carry on across a restart. A group whose members
+// have all left stays, Empty, until the periodic cleanup (cleanup.go)
+// finds it without commits and removes it, as Kafka's does.
 package group
 
 import (
@@ -36,6 +37,10 @@ type Options struct {
 	// MaxMetadataBytes bounds a commit's metadata string
 	// (offset.metadata.max.bytes). Default 4096.
 	MaxMetadataBytes int
+	// CleanupInterval is how often groups that are Empty and have no
+	// committed offsets are removed (Kafka's
+	// offsets.retention.check.interval.ms). Default 10 minutes.
+	CleanupInterval time.Duration
 	// HighWatermark reports a partition's high watermark for lag, and
 	// false when the partition does not exist.
 	HighWatermark func(topic string, partition int32) (int64, bool)
@@ -52,6 +57,9 @@ type Coordinator struct {
 	mu     sync.Mutex
 	groups map[string]*group
 	closed bool
+
+	// The cleanup loop: stop ends it, done is closed when it has.
+	stop, done chan struct{}
 }
 
 // Open loads the groups stored in Redis with their membership, so that
@@ -72,6 +80,9 @@ func Open(ctx context.Context, rc *resp.Client, opts Options) (*Coordinator, err
 	}
 	if opts.MaxMetadataBytes <= 0 {
 		opts.MaxMetadataBytes = 4096
+	}
+	if opts.CleanupInterval <= 0 {
+		opts.CleanupInterval = DefaultCleanupInterval
 	}
 	if opts.HighWatermark == nil {
 		opts.HighWatermark = func(string, int32) (int64, bool) { return 0, false }
@@ -103,6 +114,8 @@ func Open(ctx context.Context, rc *resp.Client, opts Options) (*Coordinator, err
 		}
 	}
 	c.log.Info("groups loaded", "count", len(c.groups))
+	c.stop, c.done = make(chan struct{}), make(chan struct{})
+	go c.cleanupLoop()
 	return c, nil
 }
 
@@ -110,6 +123,9 @@ func Open(ctx context.Context, rc *resp.Client, opts Options) (*Coordinator, err
 // SyncGroup calls with ErrNotCoordinator.
 func (c *Coordinator) Close() {
 	c.mu.Lock()
+	if !c.closed && c.stop != nil {
+		close(c.stop)
+	}
 	c.closed = true
 	gs := make([]*group, 0, len(c.groups))
 	for _, g := range c.groups {
@@ -120,6 +136,9 @@ func (c *Coordinator) Close() {
 		g.mu.Lock()
 		g.shutdown()
 		g.mu.Unlock()
+	}
+	if c.done != nil {
+		<-c.done
 	}
 }
 

@@ -39,35 +39,30 @@ type storedMember struct {
 // lock.
 const persistTimeout = 2 * time.Second
 
-// persist stores the group's membership under g.mu. An empty group
-// without commits is removed from Redis instead (and then forgotten, see
-// maybeForget). A failed write is logged and the group goes on: a restart
-// then costs it a rebalance.
+// persist stores the group's membership under g.mu, an Empty group's
+// too: like Kafka, which keeps an emptied group's metadata record until
+// its cleanup, korvet keeps it until the cleanup (cleanup.go) removes the
+// group, so it is still there, Empty, after a restart. A failed write is
+// logged and the group goes on: a restart then costs it a rebalance.
 func (g *group) persist() {
 	c := g.c
 	var pl resp.Pipeline
 	pl.Cmd("MULTI")
-	drop := g.state == Empty && g.loaded && len(g.offsets) == 0
-	if drop {
-		pl.Cmd("DEL", c.k.GroupState(g.name))
-		pl.Cmd("HDEL", c.k.Groups(), g.name)
-	} else {
-		sg := storedGroup{Generation: g.generation, State: g.state.String(), ProtocolType: g.protocolType, Protocol: g.protocol, Leader: g.leader}
-		for _, m := range g.sortedMembers() {
-			sg.Members = append(sg.Members, storedMember{
-				ID: m.id, InstanceID: m.instance, ClientID: m.clientID, ClientHost: m.clientHost,
-				SessionMs: m.session.Milliseconds(), RebalanceMs: m.rebalance.Milliseconds(),
-				Protocols: m.protocols, Assignment: m.assignment,
-			})
-		}
-		js, err := json.Marshal(sg)
-		if err != nil {
-			c.log.Error("encode group state", "group", g.name, "err", err)
-			return
-		}
-		pl.Cmd("SET", c.k.GroupState(g.name), js)
-		pl.Cmd("HSET", c.k.Groups(), g.name, g.protocolType)
+	sg := storedGroup{Generation: g.generation, State: g.state.String(), ProtocolType: g.protocolType, Protocol: g.protocol, Leader: g.leader}
+	for _, m := range g.sortedMembers() {
+		sg.Members = append(sg.Members, storedMember{
+			ID: m.id, InstanceID: m.instance, ClientID: m.clientID, ClientHost: m.clientHost,
+			SessionMs: m.session.Milliseconds(), RebalanceMs: m.rebalance.Milliseconds(),
+			Protocols: m.protocols, Assignment: m.assignment,
+		})
 	}
+	js, err := json.Marshal(sg)
+	if err != nil {
+		c.log.Error("encode group state", "group", g.name, "err", err)
+		return
+	}
+	pl.Cmd("SET", c.k.GroupState(g.name), js)
+	pl.Cmd("HSET", c.k.Groups(), g.name, g.protocolType)
 	pl.Cmd("EXEC")
 	ctx, cancel := context.WithTimeout(context.Background(), persistTimeout)
 	defer cancel()
@@ -75,7 +70,7 @@ func (g *group) persist() {
 		c.log.Warn("could not store group membership; a restart will make its members rejoin", "group", g.name, "generation", g.generation, "err", err)
 		return
 	}
-	g.stored = !drop
+	g.stored = true
 }
 
 // restore reads the state of every registered group (pl holds a GET per
