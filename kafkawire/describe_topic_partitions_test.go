@@ -2,6 +2,7 @@ package kafkawire_test
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"testing"
 	"time"
@@ -264,6 +265,22 @@ func TestDescribeTopicPartitionsACL(t *testing.T) {
 			t.Errorf("%s refused with its topic id", *mt.Topic)
 		case mt.ErrorCode == 0 && mt.AuthorizedOperations != 1<<8:
 			t.Errorf("%s: operations %b, want DESCRIBE only", *mt.Topic, mt.AuthorizedOperations)
+		}
+	}
+	// Metadata reports the same operations when asked, and none when not.
+	for _, c := range []struct {
+		cl   *kgo.Client
+		ask  bool
+		want int32
+	}{{alice, true, 1 << 8}, {as("admin"), true, 0b1101_1111_1000}, {alice, false, math.MinInt32}} {
+		req := kmsg.NewPtrMetadataRequest()
+		req.IncludeTopicAuthorizedOperations = c.ask
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr("vis-a")
+		req.Topics = append(req.Topics, rt)
+		mr, err := req.RequestWith(ctx, c.cl)
+		if err != nil || len(mr.Topics) != 1 || mr.Topics[0].ErrorCode != 0 || mr.Topics[0].AuthorizedOperations != c.want {
+			t.Errorf("Metadata vis-a (asked %v): %v %+v, want operations %b", c.ask, err, mr, c.want)
 		}
 	}
 	// A cursor on a refused topic: the topics after it start at

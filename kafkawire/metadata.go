@@ -27,7 +27,7 @@ func handleMetadata(ctx context.Context, c *conn, kreq kmsg.Request) func() kmsg
 		all := req.Topics == nil || req.Version == 0 && len(req.Topics) == 0
 		if all {
 			for _, t := range eng.Topics() {
-				resp.Topics = append(resp.Topics, s.topicMetadata(t, req))
+				resp.Topics = append(resp.Topics, c.topicMetadata(t, req))
 			}
 			return resp
 		}
@@ -73,19 +73,19 @@ func handleMetadata(ctx context.Context, c *conn, kreq kmsg.Request) func() kmsg
 				resp.Topics = append(resp.Topics, mt)
 				continue
 			}
-			resp.Topics = append(resp.Topics, s.topicMetadata(t, req))
+			resp.Topics = append(resp.Topics, c.topicMetadata(t, req))
 		}
 		return resp
 	}
 }
 
-func (s *Server) topicMetadata(t *engine.Topic, req *kmsg.MetadataRequest) kmsg.MetadataResponseTopic {
+func (c *conn) topicMetadata(t *engine.Topic, req *kmsg.MetadataRequest) kmsg.MetadataResponseTopic {
 	mt := kmsg.NewMetadataResponseTopic()
 	name := t.Name()
 	mt.Topic = &name
 	mt.TopicID = t.ID()
 	mt.IsInternal = t.Internal()
-	node := s.opts.NodeID
+	node := c.s.opts.NodeID
 	for _, p := range t.Partitions() {
 		mp := kmsg.NewMetadataResponseTopicPartition()
 		mp.Partition = p.ID()
@@ -95,8 +95,10 @@ func (s *Server) topicMetadata(t *engine.Topic, req *kmsg.MetadataRequest) kmsg.
 		mp.ISR = []int32{node}
 		mt.Partitions = append(mt.Partitions, mp)
 	}
-	if !req.IncludeTopicAuthorizedOperations {
-		mt.AuthorizedOperations = -2147483648
+	if req.IncludeTopicAuthorizedOperations {
+		mt.AuthorizedOperations = c.topicOperations(name)
+	} else {
+		mt.AuthorizedOperations = -2147483648 // not asked for
 	}
 	return mt
 }
