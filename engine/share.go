@@ -507,18 +507,26 @@ func (e *Engine) ShareAcquire(ctx context.Context, group, member string, p *Part
 	}
 	g := shareGroupName(group)
 	stateKey := e.k.SharePartition(group, p.t.name, p.id)
+	// The cursor moves past the leading segments that are sealed, read to
+	// their end and hold nothing in flight.
 	advance := int64(-1)
 	prefixDone := true
 	for i := first; i < len(segs) && i < first+shareMaxSegments && int64(len(got)) < want; i++ {
 		sg := segs[i]
+		sealed := i < len(segs)-1
 		if !sg.Local {
-			recs, err := e.shareAcquireCold(ctx, group, member, p, sg, set, int(want)-len(got), out)
+			recs, done, err := e.shareAcquireCold(ctx, group, member, p, sg, set, int(want)-len(got), out)
 			if err != nil {
 				out.Release()
 				return nil, err
 			}
 			got = append(got, recs...)
-			continue // the cold cursor moves on by itself
+			if prefixDone && sealed && done {
+				advance = segs[i+1].ID
+			} else {
+				prefixDone = false
+			}
+			continue
 		}
 		createAt := "0-0"
 		if sg.ID == sp.seg {
@@ -544,9 +552,9 @@ func (e *Engine) ShareAcquire(ctx context.Context, group, member string, p *Part
 		base := len(out.Records)
 		var counts []resp.Reply
 		counts = parts[1].Elems(counts)
-		if err := res.decodeEntries(parts[0]); err != nil {
+		if err := res.decodeEntries(parts[0]); err != nil || len(counts) != len(res.Records) {
 			out.Release()
-			return nil, fmt.Errorf("share acquire %s/%d: %w", p.t.name, p.id, err)
+			return nil, fmt.Errorf("share acquire %s/%d: bad entries: %v", p.t.name, p.id, err)
 		}
 		for j := range res.Records {
 			n, _ := counts[j].Int()
@@ -556,8 +564,7 @@ func (e *Engine) ShareAcquire(ctx context.Context, group, member string, p *Part
 		out.Codecs = append(out.Codecs, res.Codecs...)
 		exhausted, _ := parts[2].Int()
 		pending, _ := parts[3].Int()
-		sealed := i < len(segs)-1
-		if prefixDone && sealed && exhausted == 1 && pending == 0 && len(res.Records) == 0 {
+		if prefixDone && sealed && exhausted == 1 && pending == 0 {
 			advance = segs[i+1].ID
 		} else {
 			prefixDone = false
@@ -641,12 +648,17 @@ func (e *Engine) ShareAcknowledge(ctx context.Context, group, member string, p *
 		}
 		return nil
 	}
+	hw := p.HighWatermark()
+	for _, r := range runs {
+		if r.Type != share.AckGap && r.Last >= hw {
+			return fmt.Errorf("%w: offsets up to %d were never delivered (high watermark %d)", share.ErrInvalidRecordState, r.Last, hw)
+		}
+	}
 	segs := p.Segments()
 	stateKey := e.k.SharePartition(group, p.t.name, p.id)
 	g := shareGroupName(group)
 	var pl resp.Pipeline
 	var coldRuns []share.AckRun
-	var coldSegs []Segment
 	for i, sg := range segs {
 		end := int64(1<<63 - 1)
 		if i < len(segs)-1 {
@@ -667,9 +679,6 @@ func (e *Engine) ShareAcknowledge(ctx context.Context, group, member string, p *
 			}
 			args = append(args, first, last, int(r.Type))
 		}
-		if !sg.Local {
-			coldSegs = append(coldSegs, sg)
-		}
 		if len(args) == 0 {
 			continue
 		}
@@ -680,7 +689,6 @@ func (e *Engine) ShareAcknowledge(ctx context.Context, group, member string, p *
 			return err
 		}
 	}
-	_ = coldSegs
 	if pl.Len() == 0 {
 		return nil
 	}
@@ -716,13 +724,17 @@ func (e *Engine) ShareRelease(ctx context.Context, group, member string, p *Part
 	}
 	var pl resp.Pipeline
 	stateKey := e.k.SharePartition(group, p.t.name, p.id)
+	coldDone := false
 	for _, sg := range p.Segments() {
 		if sg.ID < sp.seg {
 			continue
 		}
 		if !sg.Local {
-			if err := e.shareReleaseCold(ctx, group, member, p, set); err != nil {
-				return err
+			if !coldDone {
+				if err := e.shareReleaseCold(ctx, group, member, p, set); err != nil {
+					return err
+				}
+				coldDone = true
 			}
 			continue
 		}
