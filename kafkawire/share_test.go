@@ -151,6 +151,7 @@ func (m *shareMember) acknowledge(acks ...ack) int16 {
 }
 
 // acquired lists (offset, delivery count) of partition 0 in a response,
+// checking that the records sent are those acquired,
 // failing on any error.
 func acquired(t *testing.T, resp *kmsg.ShareFetchResponse) map[int64]int16 {
 	t.Helper()
@@ -162,6 +163,9 @@ func acquired(t *testing.T, resp *kmsg.ShareFetchResponse) map[int64]int16 {
 		for _, p := range tp.Partitions {
 			if p.ErrorCode != 0 || p.AcknowledgeErrorCode != 0 {
 				t.Fatalf("partition %d: fetch %v, ack %v", p.Partition, kerr.ErrorForCode(p.ErrorCode), kerr.ErrorForCode(p.AcknowledgeErrorCode))
+			}
+			if p.Partition != 0 {
+				continue
 			}
 			for _, ar := range p.AcquiredRecords {
 				for o := ar.FirstOffset; o <= ar.LastOffset; o++ {
