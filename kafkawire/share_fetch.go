@@ -19,6 +19,26 @@ import (
 // wake it at once).
 const shareFetchPoll = 200 * time.Millisecond
 
+// responseLimit is what a fetch (Fetch or ShareFetch) may answer, reserved
+// from the connection's budget before it runs; 0 for other requests.
+func responseLimit(req kmsg.Request) int64 {
+	switch r := req.(type) {
+	case *kmsg.FetchRequest:
+		return int64(fetchLimit(r))
+	case *kmsg.ShareFetchRequest:
+		return int64(shareFetchLimit(r))
+	}
+	return 0
+}
+
+// shareFetchLimit is the record bytes a ShareFetch may return.
+func shareFetchLimit(req *kmsg.ShareFetchRequest) int {
+	if req.MaxBytes <= 0 {
+		return maxFetchResponseBytes
+	}
+	return min(int(req.MaxBytes), maxFetchResponseBytes)
+}
+
 // sharePartReq is one partition a share request names.
 type sharePartReq struct {
 	tp       share.TopicPartition
@@ -163,10 +183,7 @@ func handleShareFetch(ctx context.Context, c *conn, kreq kmsg.Request) func() km
 			maxRecords = 500
 		}
 		maxRecords = min(maxRecords, maxShareRecords)
-		budget := maxFetchResponseBytes
-		if req.MaxBytes > 0 {
-			budget = min(int(req.MaxBytes), budget)
-		}
+		budget := shareFetchLimit(req)
 		wait := min(time.Duration(max(req.MaxWaitMillis, 0))*time.Millisecond, maxFetchWait)
 		deadline := time.Now().Add(wait)
 		wake := make(chan struct{}, 1)
@@ -177,7 +194,7 @@ func handleShareFetch(ctx context.Context, c *conn, kreq kmsg.Request) func() km
 		}
 		got := map[share.TopicPartition]*kmsg.ShareFetchResponseTopicPartition{}
 		for {
-			total, bytes := 0, 0
+			total, bytes, failed := 0, 0, false
 			start := 0
 			if len(targets) > 0 {
 				start = int(max(req.ShareSessionEpoch, 0)) % len(targets)
@@ -193,8 +210,9 @@ func handleShareFetch(ctx context.Context, c *conn, kreq kmsg.Request) func() km
 				}
 				got[tg.tp] = sp
 				total, bytes = total+n, bytes+b
+				failed = failed || sp.ErrorCode != 0
 			}
-			if total > 0 || !time.Now().Before(deadline) {
+			if total > 0 || failed || !time.Now().Before(deadline) {
 				break
 			}
 			timer := time.NewTimer(min(time.Until(deadline), shareFetchPoll))

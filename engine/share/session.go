@@ -1,10 +1,16 @@
 package share
 
+import "fmt"
+
 // TopicPartition names a partition by topic id, as share sessions do.
 type TopicPartition struct {
 	TopicID   [16]byte
 	Partition int32
 }
+
+// MaxSessionPartitions bounds the partitions of one share session, which
+// a client grows with each incremental request.
+const MaxSessionPartitions = 10000
 
 // SessionKey identifies a share session: one per member and broker.
 type SessionKey struct {
@@ -33,6 +39,9 @@ func (c *Coordinator) OpenSession(k SessionKey, parts []TopicPartition) ([]Topic
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.sessions, k)
+	if len(parts) > MaxSessionPartitions {
+		return nil, fmt.Errorf("%w: more than %d partitions in a share session", ErrInvalidRequest, MaxSessionPartitions)
+	}
 	if len(c.sessions) >= c.opts.MaxSessions {
 		return nil, ErrSessionLimit
 	}
@@ -56,11 +65,20 @@ func (c *Coordinator) UpdateSession(k SessionKey, epoch int32, add, forget []Top
 	if epoch != s.Epoch {
 		return nil, ErrInvalidSessionEpoch
 	}
+	grow := 0
 	for _, tp := range add {
-		s.Parts[tp] = struct{}{}
+		if _, ok := s.Parts[tp]; !ok {
+			grow++
+		}
+	}
+	if len(s.Parts)+grow > MaxSessionPartitions+len(forget) {
+		return nil, fmt.Errorf("%w: more than %d partitions in a share session", ErrInvalidRequest, MaxSessionPartitions)
 	}
 	for _, tp := range forget {
 		delete(s.Parts, tp)
+	}
+	for _, tp := range add {
+		s.Parts[tp] = struct{}{}
 	}
 	s.Epoch++
 	if s.Epoch < 0 { // wrapped: Kafka goes back to 1

@@ -179,4 +179,17 @@ func TestSessions(t *testing.T) {
 	if c.Sessions() != 0 {
 		t.Fatal("session kept after close")
 	}
+	many := make([]TopicPartition, MaxSessionPartitions+1)
+	for i := range many {
+		many[i].Partition = int32(i)
+	}
+	if _, err := c.OpenSession(k, many); !errors.Is(err, ErrInvalidRequest) {
+		t.Fatalf("session of %d partitions: %v", len(many), err)
+	}
+	if _, err := c.OpenSession(k, many[:MaxSessionPartitions]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.UpdateSession(k, 1, many[MaxSessionPartitions:], nil); !errors.Is(err, ErrInvalidRequest) {
+		t.Fatalf("growing a session past the bound: %v", err)
+	}
 }
