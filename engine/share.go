@@ -286,7 +286,7 @@ func parseISODuration(s string) (time.Duration, error) {
 		return 0, fmt.Errorf("bad duration %q", s)
 	}
 	var d time.Duration
-	inTime := false
+	inTime, units := false, 0
 	num := ""
 	for _, r := range rest {
 		switch {
@@ -305,9 +305,10 @@ func parseISODuration(s string) (time.Duration, error) {
 			}
 			d += time.Duration(f * float64(unit))
 			num = ""
+			units++
 		}
 	}
-	if num != "" {
+	if num != "" || units == 0 {
 		return 0, fmt.Errorf("bad duration %q", s)
 	}
 	return d, nil
