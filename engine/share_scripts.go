@@ -38,11 +38,15 @@ for _, p in ipairs(redis.call('XPENDING', s, g, 'IDLE', lock, '-', '+', n)) do
 end
 if #claim > 0 then
   local seen = {}
-  for _, e in ipairs(redis.call('XCLAIM', s, g, c, lock, unpack(claim))) do
-    if e then
-      ents[#ents + 1] = e
-      counts[#counts + 1] = prev[e[1]] + 1
-      seen[e[1]] = true
+  -- In chunks: unpack is bounded by Lua's C stack.
+  for i = 1, #claim, 1000 do
+    local chunk = {unpack(claim, i, math.min(i + 999, #claim))}
+    for _, e in ipairs(redis.call('XCLAIM', s, g, c, lock, unpack(chunk))) do
+      if e then
+        ents[#ents + 1] = e
+        counts[#counts + 1] = prev[e[1]] + 1
+        seen[e[1]] = true
+      end
     end
   end
   for _, id in ipairs(claim) do

@@ -621,3 +621,26 @@ func TestShareGroupOffsetAdmin(t *testing.T) {
 		t.Fatalf("share heartbeat on a classic group id: %v", kerr.ErrorForCode(r.ErrorCode))
 	}
 }
+
+// Thousands of records released at once come back in one fetch (the
+// claim runs in chunks inside the script), and the in-flight bound holds.
+func TestShareLargeRedelivery(t *testing.T) {
+	b := startBroker(t, engine.Options{AutoCreateTopics: true, Share: engine.ShareOptions{LockDuration: time.Minute, MaxPartitionLocks: 2500}})
+	shareTopic(t, b, "big", 1, 3000)
+	setGroupConfig(t, b, "g", "share.auto.offset.reset", "earliest")
+	m := newShareMember(t, b, "g", "m1", "big")
+	m.heartbeat()
+	if got := acquired(t, m.fetch(time.Second, 5000)); len(got) != 2500 {
+		t.Fatalf("acquired %d records, want 2500 (the in-flight bound)", len(got))
+	}
+	if got := acquired(t, m.fetch(300*time.Millisecond, 5000)); len(got) != 0 {
+		t.Fatalf("acquired %d more past the in-flight bound", len(got))
+	}
+	if code := m.acknowledge(ack{0, 2499, 2}); code != 0 {
+		t.Fatalf("release: %v", kerr.ErrorForCode(code))
+	}
+	got := acquired(t, m.fetch(time.Second, 5000))
+	if len(got) != 2500 || got[0] != 2 || got[2499] != 2 {
+		t.Fatalf("after releasing 2500: acquired %d (count at 0: %d)", len(got), got[0])
+	}
+}
