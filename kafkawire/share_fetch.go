@@ -192,9 +192,14 @@ func handleShareFetch(ctx context.Context, c *conn, kreq kmsg.Request) func() km
 				defer tg.p.Watch(wake)()
 			}
 		}
+		// Until MinBytes are acquired (or MaxWait passes), partitions that
+		// had nothing are tried again; each partition is acquired from
+		// once per fetch, so its records and ranges stay in offset order.
 		got := map[share.TopicPartition]*kmsg.ShareFetchResponseTopicPartition{}
+		total, bytes := 0, 0
+		minBytes := max(int(req.MinBytes), 1)
 		for {
-			total, bytes, failed := 0, 0, false
+			failed := false
 			start := 0
 			if len(targets) > 0 {
 				start = int(max(req.ShareSessionEpoch, 0)) % len(targets)
@@ -204,6 +209,9 @@ func handleShareFetch(ctx context.Context, c *conn, kreq kmsg.Request) func() km
 				if total >= maxRecords || bytes >= budget {
 					break
 				}
+				if got[tg.tp] != nil {
+					continue
+				}
 				sp, n, b := c.shareFetchPartition(ctx, group, member, tg.p, maxRecords-total, budget-bytes, req)
 				if sp == nil {
 					continue
@@ -212,7 +220,7 @@ func handleShareFetch(ctx context.Context, c *conn, kreq kmsg.Request) func() km
 				total, bytes = total+n, bytes+b
 				failed = failed || sp.ErrorCode != 0
 			}
-			if total > 0 || failed || !time.Now().Before(deadline) {
+			if bytes >= minBytes || failed || !time.Now().Before(deadline) {
 				break
 			}
 			timer := time.NewTimer(min(time.Until(deadline), shareFetchPoll))
@@ -223,6 +231,8 @@ func handleShareFetch(ctx context.Context, c *conn, kreq kmsg.Request) func() km
 			case <-ctx.Done():
 				stopping = true
 			case <-c.s.quit:
+				stopping = true
+			case <-c.readDone:
 				stopping = true
 			}
 			timer.Stop()

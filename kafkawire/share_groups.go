@@ -10,11 +10,15 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/korvet/korvet/engine/group"
 	"github.com/korvet/korvet/engine/share"
 )
 
 // Share groups in the classic group APIs (ListGroups, DescribeGroups,
 // DeleteGroups): group ids are one namespace for every group type.
+
+// errShareGroupID refuses a classic group API on a share group's id.
+var errShareGroupID = fmt.Errorf("%w: the group id belongs to a share group", group.ErrGroupNotFound)
 
 // listShareGroups adds share groups to a ListGroups answer when its type
 // and state filters let them through.

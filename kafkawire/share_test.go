@@ -568,6 +568,16 @@ func TestShareGroupOffsetAdmin(t *testing.T) {
 	if jresp.ErrorCode != kerr.GroupIDNotFound.Code {
 		t.Fatalf("JoinGroup on a share group id: %v", kerr.ErrorForCode(jresp.ErrorCode))
 	}
+	oc := kmsg.NewPtrOffsetCommitRequest()
+	oc.Group, oc.Generation = "g", -1
+	oct := kmsg.NewOffsetCommitRequestTopic()
+	oct.Topic = "adm"
+	oct.Partitions = append(oct.Partitions, kmsg.OffsetCommitRequestTopicPartition{Partition: 0, Offset: 1})
+	oc.Topics = append(oc.Topics, oct)
+	ocResp, err := oc.RequestWith(ctx, cl)
+	if err != nil || ocResp.Topics[0].Partitions[0].ErrorCode != kerr.GroupIDNotFound.Code {
+		t.Fatalf("OffsetCommit on a share group id: %v %+v", err, ocResp)
+	}
 	// Leave, then delete offsets and the group.
 	m.epoch = -1
 	if r := m.heartbeat(); r.ErrorCode != 0 {
