@@ -45,6 +45,14 @@ type Config struct {
 		GroupInitialRebalanceDelay duration `toml:"group_initial_rebalance_delay"`
 		// GroupCleanupInterval is Kafka's offsets.retention.check.interval.ms.
 		GroupCleanupInterval duration `toml:"group_cleanup_interval"`
+		// Share groups (KIP-932; engine/share.go).
+		ShareRecordLockDuration duration `toml:"share_record_lock_duration"`
+		ShareDeliveryCountLimit int      `toml:"share_delivery_count_limit"`
+		ShareMaxPartitionLocks  int      `toml:"share_max_partition_locks"`
+		ShareSessionTimeout     duration `toml:"share_session_timeout"`
+		ShareHeartbeatInterval  duration `toml:"share_heartbeat_interval"`
+		ShareMaxGroupMembers    int      `toml:"share_max_group_members"`
+		ShareMaxSessions        int      `toml:"share_max_sessions"`
 
 		// Bounds on what one client can make korvet (and Redis) hold.
 		MaxProduceDecompressedBytes int      `toml:"max_produce_decompressed_bytes"`
@@ -135,6 +143,13 @@ func defaultConfig() Config {
 	c.Kafka.MaxInFlightBytes = 64 << 20
 	c.Kafka.GroupInitialRebalanceDelay.Duration = 3 * time.Second
 	c.Kafka.GroupCleanupInterval.Duration = 10 * time.Minute
+	c.Kafka.ShareRecordLockDuration.Duration = 30 * time.Second
+	c.Kafka.ShareDeliveryCountLimit = 5
+	c.Kafka.ShareMaxPartitionLocks = 2000
+	c.Kafka.ShareSessionTimeout.Duration = 45 * time.Second
+	c.Kafka.ShareHeartbeatInterval.Duration = 5 * time.Second
+	c.Kafka.ShareMaxGroupMembers = 200
+	c.Kafka.ShareMaxSessions = 1000
 	c.Kafka.MaxProduceDecompressedBytes = 64 << 20
 	c.Kafka.MaxPartitionsPerTopic = 1000
 	c.Kafka.MaxPartitions = 10000
@@ -257,6 +272,9 @@ func loadConfig(path string) (Config, error) {
 	}
 	if c.Kafka.MaxConnections < 1 {
 		return c, bad(toml.Key{"kafka", "max_connections"}, "must be at least 1")
+	}
+	if err := c.checkShare(bad); err != nil {
+		return c, err
 	}
 	if err := c.checkKafkaLimits(bad); err != nil {
 		return c, err

@@ -133,7 +133,16 @@ func engineOptions(cfg Config, store *cold.Store, log *slog.Logger) engine.Optio
 		// The engine reads 0 as its default; "0s" in the file means none.
 		GroupInitialRebalanceDelay: cmp.Or(cfg.Kafka.GroupInitialRebalanceDelay.Duration, -1),
 		GroupCleanupInterval:       cfg.Kafka.GroupCleanupInterval.Duration,
-		Logger:                     log,
+		Share: engine.ShareOptions{
+			LockDuration:      cfg.Kafka.ShareRecordLockDuration.Duration,
+			DeliveryLimit:     cfg.Kafka.ShareDeliveryCountLimit,
+			MaxPartitionLocks: cfg.Kafka.ShareMaxPartitionLocks,
+			SessionTimeout:    cfg.Kafka.ShareSessionTimeout.Duration,
+			HeartbeatInterval: cfg.Kafka.ShareHeartbeatInterval.Duration,
+			MaxMembers:        cfg.Kafka.ShareMaxGroupMembers,
+			MaxSessions:       cfg.Kafka.ShareMaxSessions,
+		},
+		Logger: log,
 
 		// Bounds on what clients can create.
 		MaxPartitionsPerTopic: cfg.Kafka.MaxPartitionsPerTopic,

@@ -23,6 +23,7 @@ import (
 	"github.com/korvet/korvet/engine/group"
 	rkeys "github.com/korvet/korvet/engine/keys" // this package has a func keys
 	"github.com/korvet/korvet/engine/record"
+	"github.com/korvet/korvet/engine/share"
 	"github.com/korvet/korvet/internal/testbed"
 	"github.com/korvet/korvet/resp"
 )
@@ -45,7 +46,7 @@ func TestStorageKeysWritten(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng, err := engine.Open(ctx, rc, engine.Options{Logger: quiet, Cold: store, GroupInitialRebalanceDelay: -1})
+	eng, err := engine.Open(ctx, rc, engine.Options{Logger: quiet, Cold: store, GroupInitialRebalanceDelay: -1, TieringInterval: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,6 +98,29 @@ func TestStorageKeysWritten(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// A share group reading a topic whose first segment is in the cold
+	// tier only: its group, configs, share-partition state, index and
+	// cold delivery state.
+	sq, err := eng.CreateTopic(ctx, "s", 1, map[string]string{"remote.storage.enable": "true", "segment.bytes": "1000", "local.retention.ms": "0"}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if _, _, err := sq.Partition(0).Append([]record.Record{{Timestamp: int64(i), Value: []byte(strings.Repeat("x", 900))}}).Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testbed.WaitFor(t, 20*time.Second, "a cold segment", func() bool { return !sq.Partition(0).Segments()[0].Local })
+	if err := eng.IncrementalAlterGroupConfigs(ctx, "sg", []engine.ConfigOp{{Name: "share.auto.offset.reset", Value: "earliest"}}, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := eng.ShareHeartbeat(ctx, share.HeartbeatRequest{Group: "sg", MemberID: "m", Topics: []string{"s"}}); err != nil {
+		t.Fatal(err)
+	}
+	if recs, err := eng.ShareAcquire(ctx, "sg", "m", sq.Partition(0), 10, 1<<20); err != nil || len(recs.Records) == 0 {
+		t.Fatalf("share acquire: %v", err)
+	}
+
 	if err := eng.DeleteTopic(ctx, "t"); err != nil { // queues the topic's cold table for deletion
 		t.Fatal(err)
 	}
@@ -115,6 +139,22 @@ func TestStorageKeysWritten(t *testing.T) {
 		"korvet:meta:scram:SCRAM-SHA-512": "hash",
 		"korvet:meta:acls":                "set",
 		"korvet:meta:coldgc":              "set",
+	}
+	for k, typ := range map[string]string{
+		"korvet:meta:partition:s:0":  "hash",
+		"korvet:meta:segments:s:0":   "hash",
+		"korvet:meta:batches:s:0":    "stream",
+		"korvet:meta:sharegroups":    "hash",
+		"korvet:meta:groupconfigs":   "hash",
+		"korvet:share:sg:s:0":        "hash",
+		"korvet:share:sg:partitions": "set",
+		"korvet:share:sg:s:0:cold":   "hash",
+	} {
+		want[k] = typ
+	}
+	// Every segment of s had its stream (archived ones' since dropped).
+	for _, sg := range sq.Partition(0).Segments() {
+		want["korvet:storage:local:s:0:"+strconv.FormatInt(sg.ID, 10)] = "stream"
 	}
 	// Redis notifies in order on one connection: once the marker's
 	// notification is in, every write before it is too.

@@ -18,6 +18,7 @@ import (
 	"github.com/korvet/korvet/cold"
 	"github.com/korvet/korvet/engine/group"
 	"github.com/korvet/korvet/engine/keys"
+	"github.com/korvet/korvet/engine/share"
 	"github.com/korvet/korvet/resp"
 )
 
@@ -51,7 +52,9 @@ type Options struct {
 	// committed offsets are removed (Kafka's
 	// offsets.retention.check.interval.ms). Default 10 min.
 	GroupCleanupInterval time.Duration
-	Logger               *slog.Logger
+	// Share configures share groups (share.go).
+	Share  ShareOptions
+	Logger *slog.Logger
 
 	// MaxPartitionsPerTopic and MaxPartitions cap the partitions of one
 	// topic and of all topics together; creating past them is refused
@@ -76,8 +79,10 @@ type Engine struct {
 	// takes it.
 	createMu sync.Mutex
 
-	groups *group.Coordinator
-	kv     KV
+	groups     *group.Coordinator
+	share      *share.Coordinator
+	shareParts shareState
+	kv         KV
 
 	// bg is the context of background work; Close cancels it.
 	bg     context.Context
@@ -154,6 +159,10 @@ func Open(ctx context.Context, rc *resp.Client, opts Options) (*Engine, error) {
 		return nil, err
 	}
 	e.groups = groups
+	if err := e.openShare(ctx); err != nil {
+		groups.Close()
+		return nil, err
+	}
 	if err := e.openKV(ctx); err != nil {
 		groups.Close()
 		return nil, err

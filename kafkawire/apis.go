@@ -36,7 +36,9 @@ type apiDef struct {
 // Fetch 4 for MsgVer2 and 10 for ZSTD; the features that need Fetch 1-2
 // (MsgVer1, ThrottleTime) are its fallbacks for brokers without MsgVer2,
 // and it fetches at the highest version both sides have. Every other API
-// starts at 0, so no feature's range can miss it.
+// starts at 0, so no feature's range can miss it, but the share group
+// APIs, which start where Kafka 4.2 does and which librdkafka's feature
+// table does not use.
 //
 // TestApiVersionsAnswer holds the list as it is advertised: change both.
 func apiTable() map[kmsg.Key]apiDef {
@@ -71,6 +73,15 @@ func apiTable() map[kmsg.Key]apiDef {
 		kmsg.ListGroups:      {0, 5, handleListGroups, aclListGroups},
 		kmsg.DeleteGroups:    {0, 2, handleDeleteGroups, aclDeleteGroups},
 		kmsg.OffsetDelete:    {0, 0, handleOffsetDelete, aclOffsetDelete},
+		// Share groups (KIP-932), at Kafka 4.2's versions (v0 of these was
+		// 4.0's early access; Kafka no longer serves it).
+		kmsg.ShareGroupHeartbeat:       {1, 1, handleShareGroupHeartbeat, aclShareGroupHeartbeat},
+		kmsg.ShareGroupDescribe:        {1, 1, handleShareGroupDescribe, aclShareGroupDescribe},
+		kmsg.ShareFetch:                {1, 2, handleShareFetch, aclShareFetch},
+		kmsg.ShareAcknowledge:          {1, 2, handleShareAcknowledge, aclShareAcknowledge},
+		kmsg.DescribeShareGroupOffsets: {0, 1, handleDescribeShareGroupOffsets, aclDescribeShareGroupOffsets},
+		kmsg.AlterShareGroupOffsets:    {0, 0, handleAlterShareGroupOffsets, aclAlterShareGroupOffsets},
+		kmsg.DeleteShareGroupOffsets:   {0, 0, handleDeleteShareGroupOffsets, aclDeleteShareGroupOffsets},
 		// Security: SASL, ACLs, SCRAM users; each connection is offered
 		// what applies to it (conn.offers).
 		kmsg.SASLHandshake:                {0, 1, handleSaslHandshake, allowAll},

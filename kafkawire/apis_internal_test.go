@@ -53,6 +53,13 @@ var advertised = []struct {
 	{kmsg.DescribeCluster, 0, 2},
 	{kmsg.DescribeProducers, 0, 0},
 	{kmsg.DescribeTopicPartitions, 0, 0},
+	{kmsg.ShareGroupHeartbeat, 1, 1},
+	{kmsg.ShareGroupDescribe, 1, 1},
+	{kmsg.ShareFetch, 1, 2},
+	{kmsg.ShareAcknowledge, 1, 2},
+	{kmsg.DescribeShareGroupOffsets, 0, 1},
+	{kmsg.AlterShareGroupOffsets, 0, 0},
+	{kmsg.DeleteShareGroupOffsets, 0, 0},
 }
 
 // notOfferedPlain are the APIs a plain listener without SASL, ACLs or a

@@ -73,6 +73,8 @@ func (c *conn) configCode(op auth.Operation, rt kmsg.ConfigResourceType, name st
 	switch rt {
 	case kmsg.ConfigResourceTypeTopic:
 		return c.topicCode(op, name)
+	case kmsg.ConfigResourceTypeGroupConfig:
+		return c.groupCode(op, name)
 	case kmsg.ConfigResourceTypeBroker, kmsg.ConfigResourceTypeBrokerLogger:
 		if c.authorizeCluster(op) {
 			return 0

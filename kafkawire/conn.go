@@ -55,10 +55,14 @@ type conn struct {
 	hangup bool
 	// oldProduceLogged: a refused Produce v0-2 has been logged (dispatch).
 	oldProduceLogged bool
+	// readDone is closed when the read loop ends (the client hung up, or
+	// a drain): a waiting ShareFetch then stops acquiring records for a
+	// client that may never read them.
+	readDone chan struct{}
 }
 
 func (s *Server) newConn(nc net.Conn, l *listener) *conn {
-	c := &conn{s: s, nc: nc, l: l, out: make(chan *slot, s.opts.MaxInFlight), budget: newByteBudget(s.opts.MaxInFlightBytes)}
+	c := &conn{s: s, nc: nc, l: l, out: make(chan *slot, s.opts.MaxInFlight), budget: newByteBudget(s.opts.MaxInFlightBytes), readDone: make(chan struct{})}
 	c.reading.Store(true)
 	c.touch()
 	return c
@@ -145,6 +149,7 @@ func (c *conn) serve(parent context.Context) {
 		cancel()
 	}()
 	c.readLoop(ctx)
+	close(c.readDone)
 	close(c.out)
 	<-writerDone
 	c.nc.Close()

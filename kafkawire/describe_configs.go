@@ -15,7 +15,7 @@ import (
 // handleDescribeConfigs describes topics (every config korvet knows, with
 // its source and, on request, synonyms and documentation) and the broker
 // (the broker-level defaults in force).
-func handleDescribeConfigs(_ context.Context, c *conn, kreq kmsg.Request) func() kmsg.Response {
+func handleDescribeConfigs(ctx context.Context, c *conn, kreq kmsg.Request) func() kmsg.Response {
 	req := kreq.(*kmsg.DescribeConfigsRequest)
 	return func() kmsg.Response {
 		resp := req.ResponseKind().(*kmsg.DescribeConfigsResponse)
@@ -68,6 +68,8 @@ func handleDescribeConfigs(_ context.Context, c *conn, kreq kmsg.Request) func()
 					}
 					sr.Configs = append(sr.Configs, cf)
 				}
+			case kmsg.ConfigResourceTypeGroupConfig:
+				sr.Configs, sr.ErrorCode, sr.ErrorMessage = c.groupConfigs(ctx, req, rr.ResourceName, want)
 			default:
 				sr.ErrorCode = kerr.InvalidRequest.Code
 				sr.ErrorMessage = errMsg(fmt.Errorf("resource type %v is not supported", rr.ResourceType))

@@ -58,8 +58,7 @@ func (c *conn) dispatch(ctx context.Context, body []byte, sl *slot) bool {
 	// A fetch reserves what it may return before it starts: a client that
 	// does not read its responses stops being read from instead of piling
 	// them up in korvet's memory.
-	if fr, ok := req.(*kmsg.FetchRequest); ok {
-		n := int64(fetchLimit(fr))
+	if n := responseLimit(req); n > 0 {
 		if !c.budget.acquire(ctx, n) {
 			return false
 		}

@@ -17,6 +17,9 @@ func handleDeleteGroups(ctx context.Context, c *conn, kreq kmsg.Request) func() 
 		for i, name := range req.Groups {
 			sg := kmsg.NewDeleteGroupsResponseGroup()
 			sg.Group, sg.ErrorCode = name, groupErrorCode(errs[i])
+			if code, ok := c.deleteShareGroup(ctx, name); ok {
+				sg.ErrorCode = code
+			}
 			resp.Groups = append(resp.Groups, sg)
 		}
 		return resp

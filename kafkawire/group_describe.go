@@ -31,6 +31,10 @@ func handleDescribeGroups(_ context.Context, c *conn, kreq kmsg.Request) func() 
 			d, _ := c.s.eng.Groups().Describe(name)
 			sg := kmsg.NewDescribeGroupsResponseGroup()
 			sg.Group = name
+			if c.describeShareAsClassic(&sg) {
+				resp.Groups = append(resp.Groups, sg)
+				continue
+			}
 			sg.State = d.State.String()
 			sg.ProtocolType = d.ProtocolType
 			sg.Protocol = d.Protocol

@@ -3,6 +3,7 @@ package kafkawire
 import (
 	"context"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/korvet/korvet/engine/auth"
@@ -15,6 +16,12 @@ func handleJoinGroup(ctx context.Context, c *conn, kreq kmsg.Request) func() kms
 	req := kreq.(*kmsg.JoinGroupRequest)
 	clientID, host := c.clientID, c.clientHost()
 	return func() kmsg.Response {
+		if c.s.eng.IsShareGroup(req.Group) {
+			// One namespace for all group types: as Kafka does.
+			resp := req.ResponseKind().(*kmsg.JoinGroupResponse)
+			resp.ErrorCode, resp.Generation = kerr.GroupIDNotFound.Code, -1
+			return resp
+		}
 		jr := group.JoinRequest{
 			Group:                  req.Group,
 			MemberID:               req.MemberID,

@@ -23,6 +23,7 @@ func handleListGroups(_ context.Context, c *conn, kreq kmsg.Request) func() kmsg
 				classic = classic || strings.EqualFold(t, "classic")
 			}
 			if !classic {
+				c.listShareGroups(req, resp)
 				return resp
 			}
 		}
@@ -44,6 +45,7 @@ func handleListGroups(_ context.Context, c *conn, kreq kmsg.Request) func() kmsg
 			sg.Group, sg.ProtocolType, sg.GroupState, sg.GroupType = g.Group, g.ProtocolType, g.State.String(), "classic"
 			resp.Groups = append(resp.Groups, sg)
 		}
+		c.listShareGroups(req, resp)
 		return resp
 	}
 }

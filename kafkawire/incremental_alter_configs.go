@@ -16,6 +16,12 @@ func handleIncrementalAlterConfigs(ctx context.Context, c *conn, kreq kmsg.Reque
 		for _, rr := range req.Resources {
 			sr := kmsg.NewIncrementalAlterConfigsResponseResource()
 			sr.ResourceType, sr.ResourceName = rr.ResourceType, rr.ResourceName
+			if rr.ResourceType == kmsg.ConfigResourceTypeGroupConfig {
+				err := c.s.eng.IncrementalAlterGroupConfigs(ctx, rr.ResourceName, configOps(rr.Configs), req.ValidateOnly)
+				sr.ErrorCode, sr.ErrorMessage = errorCode(err), errMsg(err)
+				resp.Resources = append(resp.Resources, sr)
+				continue
+			}
 			err := alterTopicOnly(rr.ResourceType, func() error {
 				ops := make([]engine.ConfigOp, 0, len(rr.Configs))
 				for _, cf := range rr.Configs {

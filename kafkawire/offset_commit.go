@@ -51,7 +51,13 @@ func handleOffsetCommit(ctx context.Context, c *conn, kreq kmsg.Request) func() 
 		if len(cr.Offsets) == 0 {
 			return resp
 		}
-		errs, err := eng.Groups().Commit(ctx, cr)
+		var errs []error
+		var err error
+		if eng.IsShareGroup(req.Group) {
+			err = errShareGroupID // one namespace for all group types, as Kafka
+		} else {
+			errs, err = eng.Groups().Commit(ctx, cr)
+		}
 		if err != nil {
 			c.s.log.Debug("offset commit refused", "group", req.Group, "member", req.MemberID, "generation", req.Generation, "err", err)
 		}

@@ -78,3 +78,35 @@ func (s Space) SCRAM(mechanism string) string { return string(s) + ":meta:scram:
 
 // ACLs is a set of JSON ACLs, one per member.
 func (s Space) ACLs() string { return string(s) + ":meta:acls" }
+
+// ShareGroups is a hash of every share group: group name -> creation time
+// (unix ms). Members live in memory; this keeps the groups across a
+// restart.
+func (s Space) ShareGroups() string { return string(s) + ":meta:sharegroups" }
+
+// GroupConfigs is a hash: group name -> JSON object of the group's dynamic
+// configs (share.auto.offset.reset, share.record.lock.duration.ms, ...),
+// as set with IncrementalAlterConfigs on a GROUP resource.
+func (s Space) GroupConfigs() string { return string(s) + ":meta:groupconfigs" }
+
+// SharePartition is a hash per share group and partition: "tid" (the
+// topic id, hex), "seg" (the segment whose Redis consumer group holds the
+// share-partition start), "start" (the offset it began at) and counters
+// (deliveries, redeliveries, accepted, released, rejected,
+// archived_limit). The delivery state itself is the consumer group
+// "share:{group}" on the segment streams.
+func (s Space) SharePartition(group, topic string, partition int32) string {
+	return string(s) + ":share:" + group + ":" + topic + ":" + strconv.Itoa(int(partition))
+}
+
+// ShareIndex is a set per share group of the partitions it has state for:
+// "topic:partition".
+func (s Space) ShareIndex(group string) string { return string(s) + ":share:" + group + ":partitions" }
+
+// ShareCold is a hash per share group and partition for records in cold
+// (archived) segments, whose streams are gone: offset -> "<state>,<delivery
+// count>,<lock deadline unix ms>,<member>" for acquired, released and
+// finished records, plus "next" (the next offset never acquired).
+func (s Space) ShareCold(group, topic string, partition int32) string {
+	return string(s) + ":share:" + group + ":" + topic + ":" + strconv.Itoa(int(partition)) + ":cold"
+}

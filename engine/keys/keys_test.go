@@ -25,6 +25,11 @@ func TestKeysPinned(t *testing.T) {
 		{s.GroupOffsets("g"), "korvet:group:g:offsets"},
 		{s.SCRAM("SCRAM-SHA-256"), "korvet:meta:scram:SCRAM-SHA-256"},
 		{s.ACLs(), "korvet:meta:acls"},
+		{s.ShareGroups(), "korvet:meta:sharegroups"},
+		{s.GroupConfigs(), "korvet:meta:groupconfigs"},
+		{s.SharePartition("g", "t", 1), "korvet:share:g:t:1"},
+		{s.ShareIndex("g"), "korvet:share:g:partitions"},
+		{s.ShareCold("g", "t", 1), "korvet:share:g:t:1:cold"},
 		{Space("kv1").Stream("a.b-c_d", 2147483647, 9223372036854775807), "kv1:storage:local:a.b-c_d:2147483647:9223372036854775807"},
 	} {
 		if c.got != c.want {
@@ -41,18 +46,23 @@ func TestKeysLayoutMatchesBuilders(t *testing.T) {
 		"{segment}", "7", "{group}", "billing", "{mechanism}", "SCRAM-SHA-512")
 	s := Space("ks")
 	built := map[string]string{ // Space method -> its key for the sample
-		"Topics":       s.Topics(),
-		"Cluster":      s.Cluster(),
-		"Partition":    s.Partition("orders", 3),
-		"Stream":       s.Stream("orders", 3, 7),
-		"Batches":      s.Batches("orders", 3),
-		"Segments":     s.Segments("orders", 3),
-		"ColdGarbage":  s.ColdGarbage(),
-		"Groups":       s.Groups(),
-		"GroupState":   s.GroupState("billing"),
-		"GroupOffsets": s.GroupOffsets("billing"),
-		"SCRAM":        s.SCRAM("SCRAM-SHA-512"),
-		"ACLs":         s.ACLs(),
+		"Topics":         s.Topics(),
+		"Cluster":        s.Cluster(),
+		"Partition":      s.Partition("orders", 3),
+		"Stream":         s.Stream("orders", 3, 7),
+		"Batches":        s.Batches("orders", 3),
+		"Segments":       s.Segments("orders", 3),
+		"ColdGarbage":    s.ColdGarbage(),
+		"Groups":         s.Groups(),
+		"GroupState":     s.GroupState("billing"),
+		"GroupOffsets":   s.GroupOffsets("billing"),
+		"SCRAM":          s.SCRAM("SCRAM-SHA-512"),
+		"ACLs":           s.ACLs(),
+		"ShareGroups":    s.ShareGroups(),
+		"GroupConfigs":   s.GroupConfigs(),
+		"SharePartition": s.SharePartition("billing", "orders", 3),
+		"ShareIndex":     s.ShareIndex("billing"),
+		"ShareCold":      s.ShareCold("billing", "orders", 3),
 	}
 	typ := reflect.TypeFor[Space]()
 	for i := range typ.NumMethod() {

@@ -25,5 +25,10 @@ func Layout() []Key {
 		{"{keyspace}:group:{group}:state", "string", "a group's membership as JSON"},
 		{"{keyspace}:group:{group}:offsets", "hash", "topic:partition -> committed offset"},
 		{"{keyspace}:meta:coldgc", "set", "cold files and tables to delete"},
+		{"{keyspace}:meta:sharegroups", "hash", "share group name -> creation time"},
+		{"{keyspace}:meta:groupconfigs", "hash", "group name -> JSON group configs"},
+		{"{keyspace}:share:{group}:{topic}:{partition}", "hash", "a share-partition's cursor segment and counters"},
+		{"{keyspace}:share:{group}:partitions", "set", "topic:partition of a share group's state"},
+		{"{keyspace}:share:{group}:{topic}:{partition}:cold", "hash", "share delivery state of cold records"},
 	}
 }

@@ -288,6 +288,23 @@
         p.lag > 0 ? lagBar(p.lag, maxLag) : null), 10)))));
   }
 
+  function renderShareGroups(groups) {
+    $("share-groups-count").textContent = groups.length;
+    const body = $("share-groups-body");
+    if (groups.length === 0) {
+      body.replaceChildren(h("tr", null, h("td", { class: "empty", colSpan: 5 }, "No share groups.")));
+      return;
+    }
+    body.replaceChildren(...groups.map((g) => h("tr", { "data-share-group": g.group },
+      h("td", { class: "name", title: "Redis consumer group share:" + g.group }, g.group),
+      h("td", null, pill(g.state, stateKind[g.state])),
+      h("td", { class: "num", title: g.members.map((m) => m.client_id + " " + m.client_host).join("\n") }, g.members.length),
+      h("td", { class: "num", "data-field": "in-flight" }, fmtInt(g.in_flight)),
+      h("td", null, g.error ? h("span", { class: "muted" }, g.error) : partLines(g.partitions, (p) => h("span", null,
+        h("b", null, p.topic + "/" + p.partition), " ", fmtInt(p.start_offset) + " / " + fmtInt(p.high_watermark),
+        " · " + fmtInt(p.in_flight) + " in flight · " + fmtInt(p.deliveries) + ", " + fmtInt(p.redeliveries) + ", " + fmtInt(p.archived_by_limit)), 10)))));
+  }
+
   // lagBar is scaled to the largest lag on the page.
   function lagBar(lag, maxLag) {
     const bar = h("span", { class: "lagbar", title: "lag " + fmtInt(lag) });
@@ -343,7 +360,7 @@
   async function refresh() {
     clearTimeout(timer);
     try {
-      const [st, topics, groups] = await Promise.all([getJSON("/api/v1/status"), getJSON("/api/v1/topics"), getJSON("/api/v1/groups")]);
+      const [st, topics, groups, shareGroups] = await Promise.all([getJSON("/api/v1/status"), getJSON("/api/v1/topics"), getJSON("/api/v1/groups"), getJSON("/api/v1/share-groups")]);
       sample(st);
       lastStatus = st;
       renderHeader(st);
@@ -352,6 +369,7 @@
       renderRates(st);
       renderTopics(topics);
       renderGroups(groups);
+      renderShareGroups(shareGroups);
       renderIndex(st);
       renderTiering(st);
       $("offline").hidden = true;
