@@ -17,6 +17,7 @@ import (
 	"github.com/korvet/korvet/cold"
 	"github.com/korvet/korvet/engine"
 	"github.com/korvet/korvet/engine/auth"
+	"github.com/korvet/korvet/engine/group"
 	"github.com/korvet/korvet/kafkawire"
 	"github.com/korvet/korvet/resp"
 	"github.com/korvet/korvet/web"
@@ -133,7 +134,13 @@ func engineOptions(cfg Config, store *cold.Store, log *slog.Logger) engine.Optio
 		// The engine reads 0 as its default; "0s" in the file means none.
 		GroupInitialRebalanceDelay: cmp.Or(cfg.Kafka.GroupInitialRebalanceDelay.Duration, -1),
 		GroupCleanupInterval:       cfg.Kafka.GroupCleanupInterval.Duration,
-		Logger:                     log,
+		ConsumerGroups: group.ConsumerOptions{
+			SessionTimeout:    cfg.Kafka.ConsumerGroupSessionTimeout.Duration,
+			HeartbeatInterval: cfg.Kafka.ConsumerGroupHeartbeatInterval.Duration,
+			Assignor:          cfg.Kafka.ConsumerGroupAssignor,
+			MaxSize:           cfg.Kafka.ConsumerGroupMaxSize,
+		},
+		Logger: log,
 
 		// Bounds on what clients can create.
 		MaxPartitionsPerTopic: cfg.Kafka.MaxPartitionsPerTopic,

@@ -51,7 +51,10 @@ type Options struct {
 	// committed offsets are removed (Kafka's
 	// offsets.retention.check.interval.ms). Default 10 min.
 	GroupCleanupInterval time.Duration
-	Logger               *slog.Logger
+	// ConsumerGroups configure KIP-848 consumer groups; the engine fills
+	// in Topics.
+	ConsumerGroups group.ConsumerOptions
+	Logger         *slog.Logger
 
 	// MaxPartitionsPerTopic and MaxPartitions cap the partitions of one
 	// topic and of all topics together; creating past them is refused
@@ -149,6 +152,7 @@ func Open(ctx context.Context, rc *resp.Client, opts Options) (*Engine, error) {
 		CleanupInterval:       opts.GroupCleanupInterval,
 		HighWatermark:         e.highWatermark,
 		Logger:                opts.Logger,
+		Consumer:              e.consumerGroupOptions(opts.ConsumerGroups),
 	})
 	if err != nil {
 		return nil, err
@@ -494,4 +498,19 @@ func (e *Engine) Ping(ctx context.Context) error {
 		return fmt.Errorf("%w: %v", ErrStorageUnavailable, err)
 	}
 	return nil
+}
+
+// consumerGroupOptions completes the consumer group options with the
+// topics subscriptions resolve against: the user topics, as Kafka leaves
+// internal topics out of regex subscriptions.
+func (e *Engine) consumerGroupOptions(o group.ConsumerOptions) group.ConsumerOptions {
+	o.Topics = func() []group.TopicMeta {
+		ts := e.UserTopics()
+		out := make([]group.TopicMeta, len(ts))
+		for i, t := range ts {
+			out[i] = group.TopicMeta{Name: t.Name(), ID: t.ID(), Partitions: int32(len(t.Partitions()))}
+		}
+		return out
+	}
+	return o
 }

@@ -71,6 +71,9 @@ func apiTable() map[kmsg.Key]apiDef {
 		kmsg.ListGroups:      {0, 5, handleListGroups, aclListGroups},
 		kmsg.DeleteGroups:    {0, 2, handleDeleteGroups, aclDeleteGroups},
 		kmsg.OffsetDelete:    {0, 0, handleOffsetDelete, aclOffsetDelete},
+		// Consumer groups, KIP-848 protocol.
+		kmsg.ConsumerGroupHeartbeat: {0, 1, handleConsumerGroupHeartbeat, aclConsumerGroupHeartbeat},
+		kmsg.ConsumerGroupDescribe:  {0, 1, handleConsumerGroupDescribe, aclConsumerGroupDescribe},
 		// Security: SASL, ACLs, SCRAM users; each connection is offered
 		// what applies to it (conn.offers).
 		kmsg.SASLHandshake:                {0, 1, handleSaslHandshake, allowAll},

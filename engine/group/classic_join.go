@@ -98,6 +98,10 @@ func (c *Coordinator) Join(ctx context.Context, req JoinRequest) (JoinResult, er
 		return fail(err)
 	}
 	g.mu.Lock()
+	if err := g.leaveConsumerProtocol(); err != nil {
+		g.mu.Unlock()
+		return fail(err)
+	}
 	m, ch, res, err := g.join(req, time.Now())
 	g.reschedule()
 	g.mu.Unlock()
