@@ -501,11 +501,11 @@ func (e *Engine) Ping(ctx context.Context) error {
 }
 
 // consumerGroupOptions completes the consumer group options with the
-// topics subscriptions resolve against: the user topics, as Kafka leaves
-// internal topics out of regex subscriptions.
+// topics subscriptions resolve against: every topic, internal ones too,
+// as Kafka's regex resolution does not skip them.
 func (e *Engine) consumerGroupOptions(o group.ConsumerOptions) group.ConsumerOptions {
 	o.Topics = func() []group.TopicMeta {
-		ts := e.UserTopics()
+		ts := e.Topics()
 		out := make([]group.TopicMeta, len(ts))
 		for i, t := range ts {
 			out[i] = group.TopicMeta{Name: t.Name(), ID: t.ID(), Partitions: int32(len(t.Partitions()))}
