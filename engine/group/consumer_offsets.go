@@ -96,3 +96,15 @@ func (g *group) leaveConsumerProtocol() error {
 	g.cg = nil
 	return nil
 }
+
+// IsConsumerGroup reports whether the named group is a consumer group
+// (KIP-848), which DescribeGroups does not describe.
+func (c *Coordinator) IsConsumerGroup(name string) bool {
+	g := c.lookup(name)
+	if g == nil {
+		return false
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.cg != nil && g.state != Dead
+}
