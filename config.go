@@ -18,6 +18,7 @@ import (
 
 	"github.com/korvet/korvet/cold"
 	"github.com/korvet/korvet/engine"
+	"github.com/korvet/korvet/engine/group"
 	"github.com/korvet/korvet/internal/redact"
 	"github.com/korvet/korvet/resp"
 )
@@ -53,6 +54,15 @@ type Config struct {
 		ShareHeartbeatInterval  duration `toml:"share_heartbeat_interval"`
 		ShareMaxGroupMembers    int      `toml:"share_max_group_members"`
 		ShareMaxSessions        int      `toml:"share_max_sessions"`
+		// Consumer groups (KIP-848): Kafka's
+		// group.consumer.session.timeout.ms, heartbeat.interval.ms,
+		// the default server assignor and group.consumer.max.size.
+		ConsumerGroupSessionTimeout    duration `toml:"consumer_group_session_timeout"`
+		ConsumerGroupHeartbeatInterval duration `toml:"consumer_group_heartbeat_interval"`
+		ConsumerGroupAssignor          string   `toml:"consumer_group_assignor"`
+		ConsumerGroupMaxSize           int      `toml:"consumer_group_max_size"`
+		// Kafka's group.consumer.migration.policy.
+		ConsumerGroupMigrationPolicy string `toml:"consumer_group_migration_policy"`
 
 		// Bounds on what one client can make korvet (and Redis) hold.
 		MaxProduceDecompressedBytes int      `toml:"max_produce_decompressed_bytes"`
@@ -150,6 +160,11 @@ func defaultConfig() Config {
 	c.Kafka.ShareHeartbeatInterval.Duration = 5 * time.Second
 	c.Kafka.ShareMaxGroupMembers = 200
 	c.Kafka.ShareMaxSessions = 1000
+	c.Kafka.ConsumerGroupSessionTimeout.Duration = 45 * time.Second
+	c.Kafka.ConsumerGroupHeartbeatInterval.Duration = 5 * time.Second
+	c.Kafka.ConsumerGroupAssignor = "uniform"
+	c.Kafka.ConsumerGroupMaxSize = 1000
+	c.Kafka.ConsumerGroupMigrationPolicy = "bidirectional"
 	c.Kafka.MaxProduceDecompressedBytes = 64 << 20
 	c.Kafka.MaxPartitionsPerTopic = 1000
 	c.Kafka.MaxPartitions = 10000
@@ -269,6 +284,21 @@ func loadConfig(path string) (Config, error) {
 	}
 	if d := c.Kafka.GroupCleanupInterval.Duration; d < time.Second || d > 24*time.Hour {
 		return c, bad(toml.Key{"kafka", "group_cleanup_interval"}, "must be 1s to 24h")
+	}
+	if d := c.Kafka.ConsumerGroupSessionTimeout.Duration; d < time.Second || d > time.Hour {
+		return c, bad(toml.Key{"kafka", "consumer_group_session_timeout"}, "must be 1s to 1h")
+	}
+	if d := c.Kafka.ConsumerGroupHeartbeatInterval.Duration; d < 100*time.Millisecond || d >= c.Kafka.ConsumerGroupSessionTimeout.Duration {
+		return c, bad(toml.Key{"kafka", "consumer_group_heartbeat_interval"}, "must be at least 100ms and less than kafka.consumer_group_session_timeout")
+	}
+	if !group.KnownAssignor(c.Kafka.ConsumerGroupAssignor) {
+		return c, bad(toml.Key{"kafka", "consumer_group_assignor"}, `must be "uniform" or "range"`)
+	}
+	if n := c.Kafka.ConsumerGroupMaxSize; n < 1 || n > 100000 {
+		return c, bad(toml.Key{"kafka", "consumer_group_max_size"}, "must be 1 to 100000")
+	}
+	if !group.KnownMigrationPolicy(c.Kafka.ConsumerGroupMigrationPolicy) {
+		return c, bad(toml.Key{"kafka", "consumer_group_migration_policy"}, `must be "bidirectional", "upgrade", "downgrade" or "disabled"`)
 	}
 	if c.Kafka.MaxConnections < 1 {
 		return c, bad(toml.Key{"kafka", "max_connections"}, "must be at least 1")

@@ -17,6 +17,7 @@ import (
 	"github.com/korvet/korvet/cold"
 	"github.com/korvet/korvet/engine"
 	"github.com/korvet/korvet/engine/auth"
+	"github.com/korvet/korvet/engine/group"
 	"github.com/korvet/korvet/kafkawire"
 	"github.com/korvet/korvet/resp"
 	"github.com/korvet/korvet/web"
@@ -141,6 +142,13 @@ func engineOptions(cfg Config, store *cold.Store, log *slog.Logger) engine.Optio
 			HeartbeatInterval: cfg.Kafka.ShareHeartbeatInterval.Duration,
 			MaxMembers:        cfg.Kafka.ShareMaxGroupMembers,
 			MaxSessions:       cfg.Kafka.ShareMaxSessions,
+		},
+		ConsumerGroups: group.ConsumerOptions{
+			SessionTimeout:    cfg.Kafka.ConsumerGroupSessionTimeout.Duration,
+			HeartbeatInterval: cfg.Kafka.ConsumerGroupHeartbeatInterval.Duration,
+			Assignor:          cfg.Kafka.ConsumerGroupAssignor,
+			MaxSize:           cfg.Kafka.ConsumerGroupMaxSize,
+			MigrationPolicy:   cfg.Kafka.ConsumerGroupMigrationPolicy,
 		},
 		Logger: log,
 

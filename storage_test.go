@@ -85,6 +85,11 @@ func TestStorageKeysWritten(t *testing.T) {
 		Offsets: []group.PartitionCommit{{TopicPartition: group.TopicPartition{Topic: "t", Partition: 0}, Commit: group.Commit{Offset: 3, LeaderEpoch: -1}}}}); err != nil {
 		t.Fatalf("commit: %v", err)
 	}
+	// A KIP-848 consumer group.
+	if _, err := groups.ConsumerHeartbeat(group.ConsumerHeartbeatRequest{Group: "cg", MemberID: "m1", RebalanceTimeout: time.Second,
+		TopicNames: []string{"t"}, Owned: group.Assignment{}}); err != nil {
+		t.Fatalf("consumer group heartbeat: %v", err)
+	}
 
 	users, err := auth.Open(ctx, rc, auth.Options{Logger: quiet})
 	if err != nil {
@@ -139,6 +144,7 @@ func TestStorageKeysWritten(t *testing.T) {
 		"korvet:meta:scram:SCRAM-SHA-512": "hash",
 		"korvet:meta:acls":                "set",
 		"korvet:meta:coldgc":              "set",
+		"korvet:group:cg:consumer":        "string",
 	}
 	for k, typ := range map[string]string{
 		"korvet:meta:partition:s:0":  "hash",

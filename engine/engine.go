@@ -53,8 +53,11 @@ type Options struct {
 	// offsets.retention.check.interval.ms). Default 10 min.
 	GroupCleanupInterval time.Duration
 	// Share configures share groups (share.go).
-	Share  ShareOptions
-	Logger *slog.Logger
+	Share ShareOptions
+	// ConsumerGroups configure KIP-848 consumer groups; the engine fills
+	// in Topics.
+	ConsumerGroups group.ConsumerOptions
+	Logger         *slog.Logger
 
 	// MaxPartitionsPerTopic and MaxPartitions cap the partitions of one
 	// topic and of all topics together; creating past them is refused
@@ -154,6 +157,7 @@ func Open(ctx context.Context, rc *resp.Client, opts Options) (*Engine, error) {
 		CleanupInterval:       opts.GroupCleanupInterval,
 		HighWatermark:         e.highWatermark,
 		Logger:                opts.Logger,
+		Consumer:              e.consumerGroupOptions(opts.ConsumerGroups),
 	})
 	if err != nil {
 		return nil, err
@@ -503,4 +507,19 @@ func (e *Engine) Ping(ctx context.Context) error {
 		return fmt.Errorf("%w: %v", ErrStorageUnavailable, err)
 	}
 	return nil
+}
+
+// consumerGroupOptions completes the consumer group options with the
+// topics subscriptions resolve against: every topic, internal ones too,
+// as Kafka's regex resolution does not skip them.
+func (e *Engine) consumerGroupOptions(o group.ConsumerOptions) group.ConsumerOptions {
+	o.Topics = func() []group.TopicMeta {
+		ts := e.Topics()
+		out := make([]group.TopicMeta, len(ts))
+		for i, t := range ts {
+			out[i] = group.TopicMeta{Name: t.Name(), ID: t.ID(), Partitions: int32(len(t.Partitions()))}
+		}
+		return out
+	}
+	return o
 }

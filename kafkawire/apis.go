@@ -82,6 +82,9 @@ func apiTable() map[kmsg.Key]apiDef {
 		kmsg.DescribeShareGroupOffsets: {0, 1, handleDescribeShareGroupOffsets, aclDescribeShareGroupOffsets},
 		kmsg.AlterShareGroupOffsets:    {0, 0, handleAlterShareGroupOffsets, aclAlterShareGroupOffsets},
 		kmsg.DeleteShareGroupOffsets:   {0, 0, handleDeleteShareGroupOffsets, aclDeleteShareGroupOffsets},
+		// Consumer groups, KIP-848 protocol.
+		kmsg.ConsumerGroupHeartbeat: {0, 1, handleConsumerGroupHeartbeat, aclConsumerGroupHeartbeat},
+		kmsg.ConsumerGroupDescribe:  {0, 1, handleConsumerGroupDescribe, aclConsumerGroupDescribe},
 		// Security: SASL, ACLs, SCRAM users; each connection is offered
 		// what applies to it (conn.offers).
 		kmsg.SASLHandshake:                {0, 1, handleSaslHandshake, allowAll},

@@ -52,6 +52,8 @@ var advertised = []struct {
 	{kmsg.AlterUserSCRAMCredentials, 0, 0},
 	{kmsg.DescribeCluster, 0, 2},
 	{kmsg.DescribeProducers, 0, 0},
+	{kmsg.ConsumerGroupHeartbeat, 0, 1},
+	{kmsg.ConsumerGroupDescribe, 0, 1},
 	{kmsg.DescribeTopicPartitions, 0, 0},
 	{kmsg.ShareGroupHeartbeat, 1, 1},
 	{kmsg.ShareGroupDescribe, 1, 1},

@@ -45,6 +45,20 @@ func groupErrorCode(err error) int16 {
 		return kerr.GroupSubscribedToTopic.Code
 	case errors.Is(err, group.ErrMetadataTooLarge):
 		return kerr.OffsetMetadataTooLarge.Code
+	case errors.Is(err, group.ErrFencedMemberEpoch):
+		return kerr.FencedMemberEpoch.Code
+	case errors.Is(err, group.ErrStaleMemberEpoch):
+		return kerr.StaleMemberEpoch.Code
+	case errors.Is(err, group.ErrUnreleasedInstanceID):
+		return kerr.UnreleasedInstanceID.Code
+	case errors.Is(err, group.ErrUnsupportedAssignor):
+		return kerr.UnsupportedAssignor.Code
+	case errors.Is(err, group.ErrGroupMaxSize):
+		return kerr.GroupMaxSizeReached.Code
+	case errors.Is(err, group.ErrInvalidRequest):
+		return kerr.InvalidRequest.Code
+	case errors.Is(err, group.ErrInvalidRegex):
+		return kerr.InvalidRegularExpression.Code
 	default:
 		return errorCode(err)
 	}

@@ -3,6 +3,7 @@ package kafkawire
 import (
 	"context"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/korvet/korvet/engine/auth"
@@ -38,6 +39,10 @@ func handleDescribeGroups(_ context.Context, c *conn, kreq kmsg.Request) func() 
 			sg.State = d.State.String()
 			sg.ProtocolType = d.ProtocolType
 			sg.Protocol = d.Protocol
+			if c.s.eng.Groups().IsConsumerGroup(name) {
+				// As Kafka: "not a classic group".
+				sg.ErrorCode = kerr.GroupIDNotFound.Code
+			}
 			if req.IncludeAuthorizedOperations {
 				sg.AuthorizedOperations = c.groupOperations(name)
 			}

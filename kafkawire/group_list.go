@@ -8,41 +8,24 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/korvet/korvet/engine/auth"
-	"github.com/korvet/korvet/engine/group"
 )
 
 // handleListGroups lists every group; v4+ may filter by state, v5+ by
-// type (korvet's groups are all "classic").
+// type ("classic", "consumer" (KIP-848) or "share" (KIP-932)),
+// case-insensitively as Kafka.
 func handleListGroups(_ context.Context, c *conn, kreq kmsg.Request) func() kmsg.Response {
 	req := kreq.(*kmsg.ListGroupsRequest)
 	return func() kmsg.Response {
 		resp := req.ResponseKind().(*kmsg.ListGroupsResponse)
-		if len(req.TypesFilter) > 0 {
-			classic := false
-			for _, t := range req.TypesFilter {
-				classic = classic || strings.EqualFold(t, "classic")
-			}
-			if !classic {
-				c.listShareGroups(req, resp)
-				return resp
-			}
-		}
-		var states map[group.State]bool
-		if len(req.StatesFilter) > 0 {
-			// States of other group types ("Assigning", ...) match nothing.
-			states = map[group.State]bool{}
-			for _, name := range req.StatesFilter {
-				if st, ok := group.ParseState(name); ok {
-					states[st] = true
-				}
-			}
-		}
 		for _, g := range c.s.eng.Groups().List() {
-			if states != nil && !states[g.State] {
+			if len(req.TypesFilter) > 0 && !slices.ContainsFunc(req.TypesFilter, func(t string) bool { return strings.EqualFold(t, g.Type) }) {
+				continue
+			}
+			if len(req.StatesFilter) > 0 && !slices.ContainsFunc(req.StatesFilter, func(s string) bool { return strings.EqualFold(s, g.StateName) }) {
 				continue
 			}
 			sg := kmsg.NewListGroupsResponseGroup()
-			sg.Group, sg.ProtocolType, sg.GroupState, sg.GroupType = g.Group, g.ProtocolType, g.State.String(), "classic"
+			sg.Group, sg.ProtocolType, sg.GroupState, sg.GroupType = g.Group, g.ProtocolType, g.StateName, g.Type
 			resp.Groups = append(resp.Groups, sg)
 		}
 		c.listShareGroups(req, resp)

@@ -30,7 +30,12 @@ func handleOffsetFetch(ctx context.Context, c *conn, kreq kmsg.Request) func() k
 						}
 					}
 				}
-				got, err := c.s.eng.Groups().Fetch(ctx, rg.Group, parts)
+				// v9+: a consumer group member says who it is (KIP-848).
+				var got []group.PartitionCommit
+				err := c.s.eng.Groups().ValidateFetchMember(rg.Group, deref(rg.MemberID), rg.MemberEpoch)
+				if err == nil {
+					got, err = c.s.eng.Groups().Fetch(ctx, rg.Group, parts)
+				}
 				sg.ErrorCode = groupErrorCode(err)
 				for _, t := range groupByTopic(got) {
 					st := kmsg.NewOffsetFetchResponseGroupTopic()

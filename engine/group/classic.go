@@ -152,6 +152,10 @@ type group struct {
 
 	timer  *time.Timer
 	wakeAt time.Time // when timer fires; zero if not set
+
+	// cg is set while the group is a consumer group (KIP-848,
+	// consumer.go); the classic fields above then stay Empty.
+	cg *consumerGroup
 }
 
 func (c *Coordinator) newGroup(name string) *group {

@@ -98,6 +98,15 @@ func (c *Coordinator) Join(ctx context.Context, req JoinRequest) (JoinResult, er
 		return fail(err)
 	}
 	g.mu.Lock()
+	if g.cg != nil && len(g.cg.members) > 0 && g.state != Dead {
+		res, err := g.classicJoin(req, time.Now())
+		g.mu.Unlock()
+		return res, err
+	}
+	if err := g.leaveConsumerProtocol(); err != nil {
+		g.mu.Unlock()
+		return fail(err)
+	}
 	m, ch, res, err := g.join(req, time.Now())
 	g.reschedule()
 	g.mu.Unlock()

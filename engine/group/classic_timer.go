@@ -27,6 +27,7 @@ func (g *group) reschedule() {
 		consider(g.joinDeadline)
 	}
 	consider(g.syncDeadline)
+	g.considerConsumerDeadlines(consider)
 	if next.IsZero() || g.state == Dead {
 		return
 	}
@@ -89,4 +90,5 @@ func (g *group) expire(now time.Time) {
 		}
 	}
 	g.maybeCompleteJoin(now)
+	g.expireConsumers(now)
 }

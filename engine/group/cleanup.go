@@ -97,7 +97,7 @@ func (c *Coordinator) removeIfIdle(ctx context.Context, g *group) (bool, error) 
 	if stored {
 		var pl resp.Pipeline
 		pl.Cmd("MULTI")
-		pl.Cmd("UNLINK", c.k.GroupState(g.name))
+		pl.Cmd("UNLINK", c.k.GroupState(g.name), c.k.ConsumerGroupState(g.name))
 		pl.Cmd("HDEL", c.k.Groups(), g.name)
 		pl.Cmd("EXEC")
 		if err := c.execTx(ctx, &pl); err != nil {

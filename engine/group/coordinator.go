@@ -45,6 +45,9 @@ type Options struct {
 	// false when the partition does not exist.
 	HighWatermark func(topic string, partition int32) (int64, bool)
 	Logger        *slog.Logger
+
+	// Consumer groups (KIP-848), see consumer.go.
+	Consumer ConsumerOptions
 }
 
 // Coordinator runs every group of one korvet. It is safe for concurrent use.
@@ -90,6 +93,7 @@ func Open(ctx context.Context, rc *resp.Client, opts Options) (*Coordinator, err
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	opts.Consumer.setDefaults()
 	c := &Coordinator{rc: rc, opts: opts, k: keys.Space(opts.Keyspace), log: opts.Logger, groups: make(map[string]*group)}
 	r, err := rc.Do(ctx, "HGETALL", c.k.Groups())
 	if err != nil {
@@ -110,6 +114,9 @@ func Open(ctx context.Context, rc *resp.Client, opts Options) (*Coordinator, err
 	}
 	if pl.Len() > 0 {
 		if err := c.restore(ctx, &pl, elems); err != nil {
+			return nil, err
+		}
+		if err := c.restoreConsumerGroups(ctx, elems); err != nil {
 			return nil, err
 		}
 	}
@@ -199,6 +206,10 @@ type Summary struct {
 	Protocol     string
 	Generation   int32
 	Members      int
+	// Type is "classic" or "consumer" (KIP-848); StateName is the state
+	// as Kafka names it for that type.
+	Type      string
+	StateName string
 }
 
 // List returns every group, sorted by name.
@@ -207,8 +218,12 @@ func (c *Coordinator) List() []Summary {
 	out := make([]Summary, 0, len(gs))
 	for _, g := range gs {
 		g.mu.Lock()
-		if g.state != Dead {
-			out = append(out, Summary{Group: g.name, State: g.state, ProtocolType: g.protocolType, Protocol: g.protocol, Generation: g.generation, Members: len(g.members)})
+		switch {
+		case g.state == Dead:
+		case g.cg != nil:
+			out = append(out, Summary{Group: g.name, State: g.state, ProtocolType: g.protocolType, Generation: g.cg.epoch, Members: len(g.cg.members), Type: "consumer", StateName: g.consumerState()})
+		default:
+			out = append(out, Summary{Group: g.name, State: g.state, ProtocolType: g.protocolType, Protocol: g.protocol, Generation: g.generation, Members: len(g.members), Type: "classic", StateName: g.state.String()})
 		}
 		g.mu.Unlock()
 	}
@@ -243,7 +258,9 @@ func (c *Coordinator) Describe(name string) (Description, bool) {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.state == Dead {
+	if g.state == Dead || g.cg != nil {
+		// Kafka answers DescribeGroups for a consumer group as for no
+		// group: GROUP_ID_NOT_FOUND, "not a classic group".
 		return Description{Group: name, State: Dead}, false
 	}
 	d := Description{Group: name, State: g.state, ProtocolType: g.protocolType, Generation: g.generation, Leader: g.leader}

@@ -20,3 +20,14 @@ var (
 	ErrSubscribedToTopic       = errors.New("group is subscribed to the topic")
 	ErrMetadataTooLarge        = errors.New("offset metadata too large")
 )
+
+// Errors of the consumer group protocol (KIP-848).
+var (
+	ErrFencedMemberEpoch    = errors.New("member epoch fenced: abandon partitions and rejoin")
+	ErrStaleMemberEpoch     = errors.New("stale member epoch")
+	ErrUnreleasedInstanceID = errors.New("instance id still used by another member")
+	ErrUnsupportedAssignor  = errors.New("unsupported server assignor")
+	ErrGroupMaxSize         = errors.New("group has reached its maximum size")
+	ErrInvalidRequest       = errors.New("invalid request")
+	ErrInvalidRegex         = errors.New("invalid regular expression")
+)

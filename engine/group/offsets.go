@@ -160,20 +160,23 @@ func (c *Coordinator) Commit(ctx context.Context, req CommitRequest) ([]error, e
 	if err := g.loadLocked(ctx); err != nil {
 		return nil, err
 	}
+	errs := make([]error, len(req.Offsets))
 	g.mu.Lock()
-	err := g.validateCommit(req, simple)
+	err := g.validateCommit(req, simple, errs)
 	protocolType := g.protocolType
 	g.mu.Unlock()
 	if err != nil {
 		return nil, err
 	}
-	errs := make([]error, len(req.Offsets))
 	now := time.Now()
 	key := g.c.k.GroupOffsets(g.name)
 	var pl resp.Pipeline
 	pl.Cmd("MULTI")
 	n := 0
 	for i := range req.Offsets {
+		if errs[i] != nil {
+			continue
+		}
 		if len(req.Offsets[i].Metadata) > c.opts.MaxMetadataBytes {
 			errs[i] = fmt.Errorf("%w: %d bytes, at most %d", ErrMetadataTooLarge, len(req.Offsets[i].Metadata), c.opts.MaxMetadataBytes)
 			continue
@@ -210,9 +213,12 @@ func (c *Coordinator) Commit(ctx context.Context, req CommitRequest) ([]error, e
 }
 
 // validateCommit applies Kafka's membership checks to a commit, under g.mu.
-func (g *group) validateCommit(req CommitRequest, simple bool) error {
+func (g *group) validateCommit(req CommitRequest, simple bool, errs []error) error {
 	if g.state == Dead {
 		return ErrCoordinatorNotAvailable
+	}
+	if g.cg != nil {
+		return g.validateConsumerCommit(req, errs)
 	}
 	if simple {
 		if g.state != Empty {
@@ -351,7 +357,7 @@ func (c *Coordinator) deleteGroup(ctx context.Context, name string) error {
 	var pl resp.Pipeline
 	pl.Cmd("MULTI")
 	pl.Cmd("UNLINK", c.k.GroupOffsets(name))
-	pl.Cmd("UNLINK", c.k.GroupState(name))
+	pl.Cmd("UNLINK", c.k.GroupState(name), c.k.ConsumerGroupState(name))
 	pl.Cmd("HDEL", c.k.Groups(), name)
 	pl.Cmd("EXEC")
 	if err := c.execTx(ctx, &pl); err != nil {
@@ -389,6 +395,11 @@ func (c *Coordinator) DeleteOffsets(ctx context.Context, name string, parts []To
 	case Empty:
 	default:
 		subscribed, known := map[string]bool{}, true
+		if g.cg != nil {
+			for _, t := range g.consumerSubscribedTopics() {
+				subscribed[t] = true
+			}
+		}
 		for _, m := range g.members {
 			ts, ok := subscribedTopics(g.protocolType, m.metadataFor(g.protocol))
 			if !ok {

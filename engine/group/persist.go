@@ -62,6 +62,7 @@ func (g *group) persist() {
 		return
 	}
 	pl.Cmd("SET", c.k.GroupState(g.name), js)
+	pl.Cmd("UNLINK", c.k.ConsumerGroupState(g.name))
 	pl.Cmd("HSET", c.k.Groups(), g.name, g.protocolType)
 	pl.Cmd("EXEC")
 	ctx, cancel := context.WithTimeout(context.Background(), persistTimeout)

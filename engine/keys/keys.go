@@ -65,6 +65,12 @@ func (s Space) GroupState(group string) string {
 	return string(s) + ":group:" + group + ":state"
 }
 
+// ConsumerGroupState is a string: a KIP-848 consumer group's epochs,
+// members, subscriptions and assignments as JSON.
+func (s Space) ConsumerGroupState(group string) string {
+	return string(s) + ":group:" + group + ":consumer"
+}
+
 // GroupOffsets is a hash of a group's committed offsets: "topic:partition"
 // -> "<offset>,<leader epoch>,<commit unix ms>,<metadata>". Topic names
 // cannot hold ':', so the last ':' splits the field.

@@ -23,6 +23,7 @@ func Layout() []Key {
 		{"{keyspace}:meta:acls", "set", "JSON ACLs"},
 		{"{keyspace}:meta:groups", "hash", "group name -> protocol type"},
 		{"{keyspace}:group:{group}:state", "string", "a group's membership as JSON"},
+		{"{keyspace}:group:{group}:consumer", "string", "a consumer group's epochs, members and assignments as JSON"},
 		{"{keyspace}:group:{group}:offsets", "hash", "topic:partition -> committed offset"},
 		{"{keyspace}:meta:coldgc", "set", "cold files and tables to delete"},
 		{"{keyspace}:meta:sharegroups", "hash", "share group name -> creation time"},
