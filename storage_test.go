@@ -84,6 +84,11 @@ func TestStorageKeysWritten(t *testing.T) {
 		Offsets: []group.PartitionCommit{{TopicPartition: group.TopicPartition{Topic: "t", Partition: 0}, Commit: group.Commit{Offset: 3, LeaderEpoch: -1}}}}); err != nil {
 		t.Fatalf("commit: %v", err)
 	}
+	// A KIP-848 consumer group.
+	if _, err := groups.ConsumerHeartbeat(group.ConsumerHeartbeatRequest{Group: "cg", MemberID: "m1", RebalanceTimeout: time.Second,
+		TopicNames: []string{"t"}, Owned: group.Assignment{}}); err != nil {
+		t.Fatalf("consumer group heartbeat: %v", err)
+	}
 
 	users, err := auth.Open(ctx, rc, auth.Options{Logger: quiet})
 	if err != nil {
@@ -115,6 +120,7 @@ func TestStorageKeysWritten(t *testing.T) {
 		"korvet:meta:scram:SCRAM-SHA-512": "hash",
 		"korvet:meta:acls":                "set",
 		"korvet:meta:coldgc":              "set",
+		"korvet:group:cg:consumer":        "string",
 	}
 	// Redis notifies in order on one connection: once the marker's
 	// notification is in, every write before it is too.

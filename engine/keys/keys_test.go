@@ -23,6 +23,7 @@ func TestKeysPinned(t *testing.T) {
 		{s.Groups(), "korvet:meta:groups"},
 		{s.GroupState("g"), "korvet:group:g:state"},
 		{s.GroupOffsets("g"), "korvet:group:g:offsets"},
+		{s.ConsumerGroupState("g"), "korvet:group:g:consumer"},
 		{s.SCRAM("SCRAM-SHA-256"), "korvet:meta:scram:SCRAM-SHA-256"},
 		{s.ACLs(), "korvet:meta:acls"},
 		{Space("kv1").Stream("a.b-c_d", 2147483647, 9223372036854775807), "kv1:storage:local:a.b-c_d:2147483647:9223372036854775807"},
@@ -41,18 +42,19 @@ func TestKeysLayoutMatchesBuilders(t *testing.T) {
 		"{segment}", "7", "{group}", "billing", "{mechanism}", "SCRAM-SHA-512")
 	s := Space("ks")
 	built := map[string]string{ // Space method -> its key for the sample
-		"Topics":       s.Topics(),
-		"Cluster":      s.Cluster(),
-		"Partition":    s.Partition("orders", 3),
-		"Stream":       s.Stream("orders", 3, 7),
-		"Batches":      s.Batches("orders", 3),
-		"Segments":     s.Segments("orders", 3),
-		"ColdGarbage":  s.ColdGarbage(),
-		"Groups":       s.Groups(),
-		"GroupState":   s.GroupState("billing"),
-		"GroupOffsets": s.GroupOffsets("billing"),
-		"SCRAM":        s.SCRAM("SCRAM-SHA-512"),
-		"ACLs":         s.ACLs(),
+		"Topics":             s.Topics(),
+		"Cluster":            s.Cluster(),
+		"Partition":          s.Partition("orders", 3),
+		"Stream":             s.Stream("orders", 3, 7),
+		"Batches":            s.Batches("orders", 3),
+		"Segments":           s.Segments("orders", 3),
+		"ColdGarbage":        s.ColdGarbage(),
+		"Groups":             s.Groups(),
+		"GroupState":         s.GroupState("billing"),
+		"GroupOffsets":       s.GroupOffsets("billing"),
+		"ConsumerGroupState": s.ConsumerGroupState("billing"),
+		"SCRAM":              s.SCRAM("SCRAM-SHA-512"),
+		"ACLs":               s.ACLs(),
 	}
 	typ := reflect.TypeFor[Space]()
 	for i := range typ.NumMethod() {
