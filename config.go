@@ -53,6 +53,8 @@ type Config struct {
 		ConsumerGroupHeartbeatInterval duration `toml:"consumer_group_heartbeat_interval"`
 		ConsumerGroupAssignor          string   `toml:"consumer_group_assignor"`
 		ConsumerGroupMaxSize           int      `toml:"consumer_group_max_size"`
+		// Kafka's group.consumer.migration.policy.
+		ConsumerGroupMigrationPolicy string `toml:"consumer_group_migration_policy"`
 
 		// Bounds on what one client can make korvet (and Redis) hold.
 		MaxProduceDecompressedBytes int      `toml:"max_produce_decompressed_bytes"`
@@ -147,6 +149,7 @@ func defaultConfig() Config {
 	c.Kafka.ConsumerGroupHeartbeatInterval.Duration = 5 * time.Second
 	c.Kafka.ConsumerGroupAssignor = "uniform"
 	c.Kafka.ConsumerGroupMaxSize = 1000
+	c.Kafka.ConsumerGroupMigrationPolicy = "bidirectional"
 	c.Kafka.MaxProduceDecompressedBytes = 64 << 20
 	c.Kafka.MaxPartitionsPerTopic = 1000
 	c.Kafka.MaxPartitions = 10000
@@ -278,6 +281,9 @@ func loadConfig(path string) (Config, error) {
 	}
 	if n := c.Kafka.ConsumerGroupMaxSize; n < 1 || n > 100000 {
 		return c, bad(toml.Key{"kafka", "consumer_group_max_size"}, "must be 1 to 100000")
+	}
+	if !group.KnownMigrationPolicy(c.Kafka.ConsumerGroupMigrationPolicy) {
+		return c, bad(toml.Key{"kafka", "consumer_group_migration_policy"}, `must be "bidirectional", "upgrade", "downgrade" or "disabled"`)
 	}
 	if c.Kafka.MaxConnections < 1 {
 		return c, bad(toml.Key{"kafka", "max_connections"}, "must be at least 1")

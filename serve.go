@@ -139,6 +139,7 @@ func engineOptions(cfg Config, store *cold.Store, log *slog.Logger) engine.Optio
 			HeartbeatInterval: cfg.Kafka.ConsumerGroupHeartbeatInterval.Duration,
 			Assignor:          cfg.Kafka.ConsumerGroupAssignor,
 			MaxSize:           cfg.Kafka.ConsumerGroupMaxSize,
+			MigrationPolicy:   cfg.Kafka.ConsumerGroupMigrationPolicy,
 		},
 		Logger: log,
 

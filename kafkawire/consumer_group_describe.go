@@ -49,6 +49,9 @@ func (c *conn) describeConsumerGroup(name string, ops bool) kmsg.ConsumerGroupDe
 		sm.Assignment = c.wireAssignment(m.Assignment)
 		sm.TargetAssignment = c.wireAssignment(m.Target)
 		sm.MemberType = 1 // a consumer protocol member
+		if m.Classic {
+			sm.MemberType = 0
+		}
 		sg.Members = append(sg.Members, sm)
 	}
 	return sg

@@ -30,6 +30,9 @@ func (c *Coordinator) Heartbeat(req HeartbeatRequest) error {
 	if g.state == Dead {
 		return ErrCoordinatorNotAvailable
 	}
+	if g.cg != nil {
+		return g.classicHeartbeat(req, time.Now())
+	}
 	if g.fenced(req.InstanceID, req.MemberID) {
 		return ErrFencedInstanceID
 	}

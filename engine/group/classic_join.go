@@ -98,6 +98,11 @@ func (c *Coordinator) Join(ctx context.Context, req JoinRequest) (JoinResult, er
 		return fail(err)
 	}
 	g.mu.Lock()
+	if g.cg != nil && len(g.cg.members) > 0 && g.state != Dead {
+		res, err := g.classicJoin(req, time.Now())
+		g.mu.Unlock()
+		return res, err
+	}
 	if err := g.leaveConsumerProtocol(); err != nil {
 		g.mu.Unlock()
 		return fail(err)

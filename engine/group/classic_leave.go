@@ -31,6 +31,9 @@ func (c *Coordinator) Leave(name string, members []LeaveMember) ([]error, error)
 		return nil, ErrCoordinatorNotAvailable
 	}
 	now := time.Now()
+	if g.cg != nil {
+		return g.classicLeave(members, now), nil
+	}
 	for i, lm := range members {
 		reason := "left"
 		if lm.Reason != "" {

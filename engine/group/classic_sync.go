@@ -46,6 +46,11 @@ func (c *Coordinator) Sync(ctx context.Context, req SyncRequest) (SyncResult, er
 		return SyncResult{}, ErrUnknownMemberID
 	}
 	g.mu.Lock()
+	if g.cg != nil {
+		res, err := g.classicSync(req, time.Now())
+		g.mu.Unlock()
+		return res, err
+	}
 	m, ch, res, err := g.sync(req, time.Now())
 	g.reschedule()
 	g.mu.Unlock()

@@ -39,6 +39,9 @@ type ConsumerOptions struct {
 	MaxSize int
 	// Topics lists the topics subscriptions resolve against.
 	Topics func() []TopicMeta
+	// MigrationPolicy is Kafka's group.consumer.migration.policy:
+	// "bidirectional" (default), "upgrade", "downgrade" or "disabled".
+	MigrationPolicy string
 }
 
 // TopicMeta is a topic as subscriptions see it.
@@ -67,6 +70,9 @@ func (o *ConsumerOptions) setDefaults() {
 	}
 	if o.MaxSize <= 0 {
 		o.MaxSize = 1000
+	}
+	if o.MigrationPolicy == "" {
+		o.MigrationPolicy = MigrationBidirectional
 	}
 	if o.Topics == nil {
 		o.Topics = func() []TopicMeta { return nil }
@@ -108,6 +114,9 @@ type cmember struct {
 	// sendAssignment: the member's assignment changed since it was last
 	// sent.
 	sendAssignment bool
+	// classic is set for a member that uses the classic protocol in a
+	// consumer group (consumer_migrate.go).
+	classic *classicState
 }
 
 type consumerGroup struct {
@@ -372,6 +381,7 @@ func (g *group) expireConsumers(now time.Time) {
 	}
 	if changed {
 		g.persistConsumer()
+		g.maybeDowngrade(now)
 	}
 }
 
@@ -409,6 +419,8 @@ type ConsumerMemberDescription struct {
 	Assignment, Target           Assignment
 	// Revoking is what the member still has to give up.
 	Revoking Assignment
+	// Classic: the member uses the classic protocol (a migrating group).
+	Classic bool
 }
 
 // ConsumerDescription is a consumer group as ConsumerGroupDescribe shows
@@ -445,6 +457,7 @@ func (c *Coordinator) DescribeConsumer(name string) (ConsumerDescription, error)
 			MemberID: m.id, InstanceID: m.instance, RackID: m.rack, ClientID: m.clientID, ClientHost: m.clientHost,
 			MemberEpoch: m.epoch, State: m.state.String(), SubscribedTopics: slices.Clone(m.names), SubscribedRegex: m.regex,
 			Assignment: m.assigned.clone(), Target: cg.target[m.id].clone(), Revoking: m.revoking.clone(),
+			Classic: m.classic != nil,
 		})
 	}
 	return d, nil

@@ -113,10 +113,15 @@ func (c *Coordinator) ConsumerHeartbeat(req ConsumerHeartbeatRequest) (ConsumerH
 	if g.state == Dead {
 		return ConsumerHeartbeatResult{}, ErrCoordinatorNotAvailable
 	}
-	if g.cg == nil {
-		if g.state != Empty || len(g.members) > 0 {
+	if g.cg == nil && (g.state != Empty || len(g.members) > 0) {
+		if !c.opts.Consumer.upgrades() || req.MemberEpoch != JoinEpoch {
 			return ConsumerHeartbeatResult{}, fmt.Errorf("%w: %q is a classic group with members", ErrGroupNotFound, g.name)
 		}
+		if err := g.upgrade(); err != nil {
+			return ConsumerHeartbeatResult{}, err
+		}
+	}
+	if g.cg == nil {
 		if req.MemberEpoch != JoinEpoch {
 			return ConsumerHeartbeatResult{}, fmt.Errorf("%w: %q", ErrUnknownMemberID, req.MemberID)
 		}
@@ -320,6 +325,7 @@ func (c *Coordinator) consumerLeave(req ConsumerHeartbeatRequest) (ConsumerHeart
 	}
 	g.removeConsumer(m, "left the group")
 	g.persistConsumer()
+	g.maybeDowngrade(time.Now())
 	g.reschedule()
 	return ConsumerHeartbeatResult{MemberID: m.id, MemberEpoch: LeaveEpoch}, nil
 }

@@ -21,6 +21,10 @@ func (g *group) validateConsumerCommit(req CommitRequest, errs []error) error {
 	if m == nil {
 		return fmt.Errorf("%w: %q", ErrUnknownMemberID, req.MemberID)
 	}
+	if m.classic != nil && req.Generation != m.epoch {
+		// A classic member commits with its generation.
+		return fmt.Errorf("%w: %d, member is at %d", ErrIllegalGeneration, req.Generation, m.epoch)
+	}
 	if req.Generation > m.epoch {
 		return fmt.Errorf("%w: commit at epoch %d, member is at %d", ErrStaleMemberEpoch, req.Generation, m.epoch)
 	}

@@ -40,6 +40,14 @@ type storedConsumerMember struct {
 	Assigned    map[string][]int32 `json:"assigned,omitempty"`
 	Revoking    map[string][]int32 `json:"revoking,omitempty"`
 	Target      map[string][]int32 `json:"target,omitempty"`
+	// A classic member's protocols, answered protocol and session.
+	Classic *storedClassic `json:"classic,omitempty"`
+}
+
+type storedClassic struct {
+	Protocols []Protocol `json:"protocols"`
+	Protocol  string     `json:"protocol"`
+	SessionMs int64      `json:"session_ms"`
 }
 
 func encodeAssignment(a Assignment) map[string][]int32 {
@@ -75,7 +83,11 @@ func (g *group) persistConsumer() {
 	c, cg := g.c, g.cg
 	sg := storedConsumerGroup{Epoch: cg.epoch, TargetEpoch: cg.targetEpoch, Assignor: cg.assignor, TopicsHash: cg.topicsHash}
 	for _, m := range g.sortedConsumers() {
-		sg.Members = append(sg.Members, storedConsumerMember{
+		var sc *storedClassic
+		if m.classic != nil {
+			sc = &storedClassic{Protocols: m.classic.protocols, Protocol: m.classic.protocol, SessionMs: m.classic.session.Milliseconds()}
+		}
+		sg.Members = append(sg.Members, storedConsumerMember{Classic: sc,
 			ID: m.id, InstanceID: m.instance, RackID: m.rack, ClientID: m.clientID, ClientHost: m.clientHost,
 			Epoch: m.epoch, PrevEpoch: m.prevEpoch, State: m.state.String(), LeftStatic: m.leftStatic,
 			Topics: m.names, Regex: m.regex, Assignor: m.assignor, RebalanceMs: m.rebalance.Milliseconds(),
@@ -149,6 +161,10 @@ func (g *group) restoreConsumer(sg storedConsumerGroup, now time.Time) error {
 		m := &cmember{id: sm.ID, instance: sm.InstanceID, rack: sm.RackID, clientID: sm.ClientID, clientHost: sm.ClientHost,
 			epoch: sm.Epoch, prevEpoch: sm.PrevEpoch, leftStatic: sm.LeftStatic, names: sm.Topics, assignor: sm.Assignor,
 			rebalance: time.Duration(sm.RebalanceMs) * time.Millisecond, deadline: now.Add(g.c.opts.Consumer.SessionTimeout)}
+		if sm.Classic != nil {
+			m.classic = &classicState{protocols: sm.Classic.Protocols, protocol: sm.Classic.Protocol, session: time.Duration(sm.Classic.SessionMs) * time.Millisecond}
+			m.deadline = now.Add(m.classic.session)
+		}
 		for i, n := range memberStateNames {
 			if n == sm.State {
 				m.state = memberState(i)
