@@ -12,6 +12,7 @@ import (
 
 	"github.com/korvet/korvet/engine"
 	"github.com/korvet/korvet/engine/auth"
+	"github.com/korvet/korvet/engine/group"
 )
 
 // apiTimeout bounds the Redis work behind one API call, so that a Redis
@@ -318,6 +319,30 @@ type groupJSON struct {
 	Lag          int64           `json:"lag"`
 	Partitions   []groupPartJSON `json:"partitions"`
 	Error        string          `json:"error,omitempty"`
+	// Type is "classic" or "consumer" (KIP-848). A consumer group also
+	// has its epochs, assignor and members with their assignments.
+	Type            string            `json:"type"`
+	GroupEpoch      int32             `json:"group_epoch,omitempty"`
+	AssignmentEpoch int32             `json:"assignment_epoch,omitempty"`
+	Assignor        string            `json:"assignor,omitempty"`
+	MemberList      []groupMemberJSON `json:"member_list,omitempty"`
+}
+
+type groupMemberJSON struct {
+	MemberID   string           `json:"member_id"`
+	InstanceID string           `json:"instance_id,omitempty"`
+	ClientID   string           `json:"client_id"`
+	ClientHost string           `json:"client_host"`
+	Epoch      int32            `json:"epoch"`
+	State      string           `json:"state"`
+	Protocol   string           `json:"protocol"` // "consumer" or "classic"
+	Assignment []topicPartsJSON `json:"assignment"`
+	Target     []topicPartsJSON `json:"target"`
+}
+
+type topicPartsJSON struct {
+	Topic      string  `json:"topic"`
+	Partitions []int32 `json:"partitions"`
 }
 
 type groupPartJSON struct {
@@ -343,8 +368,11 @@ func (s *server) groupViews(ctx context.Context, r *http.Request) []groupJSON {
 		if !s.allowed(r, auth.OpDescribe, auth.ResGroup, g.Group) {
 			continue
 		}
-		gj := groupJSON{Group: g.Group, State: g.State.String(), ProtocolType: g.ProtocolType, Protocol: g.Protocol,
-			Generation: g.Generation, Members: g.Members, Partitions: []groupPartJSON{}}
+		gj := groupJSON{Group: g.Group, State: g.StateName, ProtocolType: g.ProtocolType, Protocol: g.Protocol,
+			Generation: g.Generation, Members: g.Members, Partitions: []groupPartJSON{}, Type: g.Type}
+		if g.Type == "consumer" {
+			s.addConsumerGroup(&gj)
+		}
 		lags, err := s.groups.Lag(ctx, g.Group)
 		if err != nil {
 			gj.Error = err.Error()
@@ -378,4 +406,38 @@ func (s *server) apiIndexRebuild(w http.ResponseWriter, r *http.Request) {
 	}
 	s.log.Info("KV index rebuild requested", "remote", r.RemoteAddr)
 	writeJSON(w, http.StatusAccepted, map[string]string{"status": "rebuild started"})
+}
+
+// addConsumerGroup fills in a consumer group's epochs and members.
+func (s *server) addConsumerGroup(gj *groupJSON) {
+	d, err := s.groups.DescribeConsumer(gj.Group)
+	if err != nil {
+		return // gone meanwhile
+	}
+	gj.State, gj.GroupEpoch, gj.AssignmentEpoch, gj.Assignor = d.State, d.Epoch, d.AssignmentEpoch, d.Assignor
+	gj.Generation = d.Epoch
+	gj.MemberList = []groupMemberJSON{}
+	for _, m := range d.Members {
+		mj := groupMemberJSON{MemberID: m.MemberID, InstanceID: m.InstanceID, ClientID: m.ClientID, ClientHost: m.ClientHost,
+			Epoch: m.MemberEpoch, State: m.State, Protocol: "consumer",
+			Assignment: s.topicParts(m.Assignment), Target: s.topicParts(m.Target)}
+		if m.Classic {
+			mj.Protocol = "classic"
+		}
+		gj.MemberList = append(gj.MemberList, mj)
+	}
+}
+
+// topicParts names an assignment's topics, sorted by name.
+func (s *server) topicParts(a group.Assignment) []topicPartsJSON {
+	out := []topicPartsJSON{}
+	for id, ps := range a {
+		name := uuid(id)
+		if t := s.eng.TopicByID(id); t != nil {
+			name = t.Name()
+		}
+		out = append(out, topicPartsJSON{Topic: name, Partitions: ps})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Topic < out[j].Topic })
+	return out
 }

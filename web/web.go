@@ -78,6 +78,7 @@ type KafkaStats struct {
 type Groups interface {
 	List() []group.Summary
 	Lag(ctx context.Context, group string) ([]group.PartitionLag, error)
+	DescribeConsumer(group string) (group.ConsumerDescription, error)
 }
 
 //go:embed static

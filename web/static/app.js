@@ -268,7 +268,17 @@
     }));
   }
 
-  const stateKind = { Stable: "ok", Empty: "", Dead: "bad", PreparingRebalance: "warn", CompletingRebalance: "warn" };
+  const stateKind = { Stable: "ok", Empty: "", Dead: "bad", PreparingRebalance: "warn", CompletingRebalance: "warn", Assigning: "warn", Reconciling: "warn" };
+
+  // memberLines shows a consumer group's (KIP-848) members: client, epoch,
+  // protocol and the partitions each owns.
+  function memberLines(g) {
+    if (!g.member_list || g.member_list.length === 0) return null;
+    return h("div", { class: "members" }, ...g.member_list.map((m) => h("div", null,
+      h("b", null, m.client_id || m.member_id), " ",
+      h("span", { class: "muted" }, "epoch " + m.epoch + (m.protocol === "classic" ? " · classic" : "") + (m.state !== "stable" ? " · " + m.state.replace("_", " ") : "")), " ",
+      m.assignment.map((a) => a.topic + "[" + a.partitions.join(",") + "]").join(" ") || "—")));
+  }
 
   function renderGroups(groups) {
     $("groups-count").textContent = groups.length;
@@ -279,13 +289,13 @@
     }
     const maxLag = Math.max(1, ...groups.flatMap((g) => g.partitions.map((p) => p.lag)));
     body.replaceChildren(...groups.map((g) => h("tr", { "data-group": g.group },
-      h("td", { class: "name" }, g.group),
+      h("td", { class: "name" }, g.group, g.type === "consumer" ? h("span", { class: "muted" }, " consumer · epoch " + g.group_epoch + " · " + g.assignor) : null),
       h("td", null, pill(g.state, stateKind[g.state])),
       h("td", { class: "num" }, g.members),
       h("td", { class: "num", "data-field": "lag" }, fmtInt(g.lag)),
       h("td", null, g.error ? h("span", { class: "muted" }, g.error) : partLines(g.partitions, (p) => h("span", null,
         h("b", null, p.topic + "/" + p.partition), " ", fmtInt(p.committed) + " / " + fmtInt(p.high_watermark),
-        p.lag > 0 ? lagBar(p.lag, maxLag) : null), 10)))));
+        p.lag > 0 ? lagBar(p.lag, maxLag) : null), 10), memberLines(g)))));
   }
 
   // lagBar is scaled to the largest lag on the page.
