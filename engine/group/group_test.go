@@ -13,7 +13,7 @@ import (
 	"github.com/korvet/korvet/resp"
 )
 
-func openTest(t *testing.T, opts Options) (*Coordinator, *resp.Client) {
+func openTest(t testing.TB, opts Options) (*Coordinator, *resp.Client) {
 	t.Helper()
 	r := testbed.StartRedis(t)
 	rc, err := resp.New(r.URL, resp.Options{Timeout: 3 * time.Second})
