@@ -2,6 +2,7 @@ package kafkawire_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -375,5 +376,81 @@ func TestConsumerGroupRegexAndSessionTimeout(t *testing.T) {
 	}
 	if r := c.send(c.epoch, false); r.ErrorCode != kerr.UnknownMemberID.Code {
 		t.Fatalf("expired member: %v, want UNKNOWN_MEMBER_ID", kerr.ErrorForCode(r.ErrorCode))
+	}
+}
+
+// TestConsumerGroupEmptiedDeleteAndCleanup: a consumer group whose last
+// member left stays Empty (listed as a consumer group, across a restart)
+// until deleted or cleaned up; one with members cannot be deleted; the
+// cleanup leaves a group with commits alone.
+func TestConsumerGroupEmptiedDeleteAndCleanup(t *testing.T) {
+	opts := consumerOpts(45*time.Second, time.Second)
+	opts.GroupCleanupInterval = time.Hour // the test runs the cleanup itself
+	b := startBroker(t, opts)
+	createTopics(t, b, 2, "ec")
+	ctx := ctxT(t, 30*time.Second)
+	adm := b.admin()
+	joinAndLeave := func(grp string) *rawMember {
+		m := newMember(t, b, grp, grp+"-m", "ec")
+		m.beat()
+		return m
+	}
+	listed := func(grp string) (string, string) {
+		ls, err := adm.ListGroups(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ls[grp].State, ls[grp].ProtocolType
+	}
+	a := joinAndLeave("ec-a")
+	if dr, _ := adm.DeleteGroup(ctx, "ec-a"); !errors.Is(dr.Err, kerr.NonEmptyGroup) {
+		t.Fatalf("deleting a consumer group with a member: %v, want NON_EMPTY_GROUP", dr.Err)
+	}
+	a.send(-1, false)
+	if st, _ := listed("ec-a"); st != "Empty" {
+		t.Fatalf("emptied consumer group listed as %q, want Empty", st)
+	}
+	if dr, err := adm.DeleteGroup(ctx, "ec-a"); err != nil || dr.Err != nil {
+		t.Fatalf("deleting an emptied consumer group: %v %v", err, dr.Err)
+	}
+	if st, _ := listed("ec-a"); st != "" {
+		t.Fatalf("deleted group still listed as %q", st)
+	}
+	joinAndLeave("ec-b").send(-1, false)
+	c := joinAndLeave("ec-c")
+	// c commits, then leaves: its group has commits and stays.
+	req := kmsg.NewPtrOffsetCommitRequest()
+	req.Version = 9
+	req.Group, req.MemberID, req.Generation = "ec-c", c.id, c.epoch
+	rt := kmsg.NewOffsetCommitRequestTopic()
+	rt.Topic = "ec"
+	rp := kmsg.NewOffsetCommitRequestTopicPartition()
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	if resp, err := req.RequestWith(ctx, b.client()); err != nil || resp.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("commit: %+v %v", resp, err)
+	}
+	c.send(-1, false)
+
+	b.restart()
+	if st, pt := listed("ec-b"); st != "Empty" || pt != "consumer" {
+		t.Fatalf("after a restart the emptied consumer group is %q (%q), want Empty consumer", st, pt)
+	}
+	n, err := b.eng.Groups().Cleanup(ctx)
+	if err != nil || n != 1 {
+		t.Fatalf("cleanup removed %d groups: %v; want only ec-b", n, err)
+	}
+	if st, _ := listed("ec-b"); st != "" {
+		t.Fatalf("cleaned up group still listed as %q", st)
+	}
+	if st, _ := listed("ec-c"); st != "Empty" {
+		t.Fatalf("group with commits is %q after the cleanup, want Empty", st)
+	}
+	r, err := b.rc.Do(ctx, "EXISTS", "korvet:group:ec-b:consumer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := r.Int(); err != nil || n != 0 {
+		t.Fatalf("the cleaned-up group's Redis state is still there: %d %v", n, err)
 	}
 }
