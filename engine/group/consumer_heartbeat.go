@@ -104,9 +104,14 @@ func (c *Coordinator) ConsumerHeartbeat(req ConsumerHeartbeatRequest) (ConsumerH
 	if req.MemberEpoch < 0 {
 		return c.consumerLeave(req)
 	}
-	g := c.getOrCreate(req.Group)
-	if g == nil {
-		return ConsumerHeartbeatResult{}, ErrNotCoordinator
+	var g *group
+	if req.MemberEpoch == JoinEpoch {
+		if g = c.getOrCreate(req.Group); g == nil {
+			return ConsumerHeartbeatResult{}, ErrNotCoordinator
+		}
+	} else if g = c.lookup(req.Group); g == nil {
+		// Only a join makes a group.
+		return ConsumerHeartbeatResult{}, fmt.Errorf("%w: %q", ErrUnknownMemberID, req.MemberID)
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
