@@ -30,6 +30,9 @@ func handleConsumerGroupHeartbeat(_ context.Context, c *conn, kreq kmsg.Request)
 			ClientID:         clientID,
 			ClientHost:       host,
 		}
+		if c.s.opts.ACLs {
+			hr.TopicAllowed = func(topic string) bool { return c.topicCode(auth.OpDescribe, topic) == 0 }
+		}
 		if req.RebalanceTimeoutMillis >= 0 {
 			hr.RebalanceTimeout = time.Duration(req.RebalanceTimeoutMillis) * time.Millisecond
 		}

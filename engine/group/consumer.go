@@ -117,6 +117,31 @@ type cmember struct {
 	// classic is set for a member that uses the classic protocol in a
 	// consumer group (consumer_migrate.go).
 	classic *classicState
+	// denied: topics its regex matches that its principal may not
+	// describe, as of its last heartbeat; they are not subscribed.
+	denied map[string]bool
+}
+
+// refreshDenied recomputes the topics m's regex may not resolve to and
+// reports a change.
+func (m *cmember) refreshDenied(topics []TopicMeta, allowed func(string) bool) bool {
+	var denied map[string]bool
+	if m.re != nil && allowed != nil {
+		for _, t := range topics {
+			if m.re.MatchString(t.Name) && !allowed(t.Name) {
+				if denied == nil {
+					denied = map[string]bool{}
+				}
+				denied[t.Name] = true
+			}
+		}
+	}
+	changed := len(denied) != len(m.denied)
+	for t := range denied {
+		changed = changed || !m.denied[t]
+	}
+	m.denied = denied
+	return changed
 }
 
 type consumerGroup struct {
@@ -158,7 +183,7 @@ func (cg *consumerGroup) held(except string) Assignment {
 
 // subscribes reports whether m's subscription includes the topic.
 func (m *cmember) subscribes(name string) bool {
-	if m.re != nil && m.re.MatchString(name) {
+	if m.re != nil && m.re.MatchString(name) && !m.denied[name] {
 		return true
 	}
 	return slices.Contains(m.names, name)

@@ -34,6 +34,10 @@ type ConsumerHeartbeatRequest struct {
 	// GenerateID (v0): the coordinator picks the member id on join.
 	GenerateID           bool
 	ClientID, ClientHost string
+	// TopicAllowed, when set, says whether the member's principal may
+	// DESCRIBE a topic: a regex subscription resolves only to those, as
+	// in Kafka. nil allows all.
+	TopicAllowed func(topic string) bool
 }
 
 // ConsumerHeartbeatResult is the answer to a heartbeat.
@@ -183,6 +187,9 @@ func (c *Coordinator) ConsumerHeartbeat(req ConsumerHeartbeatRequest) (ConsumerH
 		dirty = true
 	}
 	m.clientID, m.clientHost = req.ClientID, req.ClientHost
+	if m.refreshDenied(c.opts.Consumer.Topics(), req.TopicAllowed) {
+		dirty = true
+	}
 	if changed || req.MemberEpoch == JoinEpoch && m.epoch == 0 && cg.target[m.id] == nil {
 		g.bump()
 		dirty = true
