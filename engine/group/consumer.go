@@ -120,6 +120,14 @@ type cmember struct {
 	// denied: topics its regex matches that its principal may not
 	// describe, as of its last heartbeat; they are not subscribed.
 	denied map[string]bool
+	// assignedAt: the epoch at which each partition it owns was given to
+	// it; a commit from an earlier epoch is stale for that partition.
+	assignedAt map[partKey]int32
+}
+
+type partKey struct {
+	t TopicID
+	p int32
 }
 
 // refreshDenied recomputes the topics m's regex may not resolve to and
@@ -321,10 +329,14 @@ func (g *group) reconcile(m *cmember, owned Assignment, now time.Time) {
 			}
 			held := cg.held(m.id)
 			next := m.assigned.clone()
+			if m.assignedAt == nil {
+				m.assignedAt = map[partKey]int32{}
+			}
 			for t, ps := range tgt {
 				for _, p := range ps {
-					if !held.has(t, p) {
+					if !held.has(t, p) && !next.has(t, p) {
 						next.Add(t, p)
+						m.assignedAt[partKey{t, p}] = cg.targetEpoch
 					}
 				}
 			}

@@ -5,10 +5,10 @@ import "fmt"
 // validateConsumerCommit applies KIP-848's checks to a commit to a
 // consumer group, under g.mu. A commit from outside the group (no member
 // id, epoch -1) needs an empty group. A member's epoch may not be ahead of
-// its own (STALE_MEMBER_EPOCH); a commit from an earlier epoch is taken
-// for the partitions the member still holds (as Kafka 4.3 does, so a
-// commit racing an epoch bump is not lost) and refused as stale for the
-// rest, in errs.
+// its own (STALE_MEMBER_EPOCH). A commit from an earlier epoch is taken
+// (as Kafka 4.3 does, so a commit racing an epoch bump is not lost) except
+// for a partition the member was given after that epoch: that one is
+// stale, in errs.
 func (g *group) validateConsumerCommit(req CommitRequest, errs []error) error {
 	cg := g.cg
 	if req.MemberID == "" && req.Generation < 0 {
@@ -34,8 +34,11 @@ func (g *group) validateConsumerCommit(req CommitRequest, errs []error) error {
 	ids := g.topicIDs()
 	for i, o := range req.Offsets {
 		id, ok := ids[o.Topic]
-		if !ok || !(m.assigned.has(id, o.Partition) || m.revoking.has(id, o.Partition)) {
-			errs[i] = fmt.Errorf("%w: epoch %d, member is at %d and does not hold %s/%d", ErrStaleMemberEpoch, req.Generation, m.epoch, o.Topic, o.Partition)
+		if !ok || !m.assigned.has(id, o.Partition) {
+			continue
+		}
+		if at, ok := m.assignedAt[partKey{id, o.Partition}]; ok && at > req.Generation {
+			errs[i] = fmt.Errorf("%w: commit at epoch %d for %s/%d, given to the member at epoch %d", ErrStaleMemberEpoch, req.Generation, o.Topic, o.Partition, at)
 		}
 	}
 	return nil
