@@ -136,7 +136,7 @@ func (e *Engine) partitionCounts(topics []string) map[string]int32 {
 // ShareHeartbeat runs a ShareGroupHeartbeat. A group id held by a
 // classic group is refused with ErrGroupExists.
 func (e *Engine) ShareHeartbeat(ctx context.Context, req share.HeartbeatRequest) (share.HeartbeatResult, error) {
-	if _, ok := e.groups.Describe(req.Group); ok {
+	if e.groups.Exists(req.Group) {
 		return share.HeartbeatResult{}, fmt.Errorf("%w: %q is a consumer group", ErrGroupExists, req.Group)
 	}
 	res, err := e.share.Heartbeat(req, e.partitionCounts)
@@ -236,7 +236,7 @@ func ValidateGroupConfig(name, value string) error {
 // IncrementalAlterGroupConfigs sets (op 0) or deletes (op 1) group
 // configs. Like Kafka, a group's configs may be set before it exists.
 func (e *Engine) IncrementalAlterGroupConfigs(ctx context.Context, group string, ops []ConfigOp, validateOnly bool) error {
-	if _, ok := e.groups.Describe(group); ok {
+	if e.groups.Exists(group) {
 		return fmt.Errorf("%w: %q is a consumer group; korvet has group configs for share groups only", ErrInvalidConfig, group)
 	}
 	cfg, err := e.GroupConfigs(ctx, group)

@@ -196,7 +196,7 @@ func (e *Engine) AlterShareOffset(ctx context.Context, group string, p *Partitio
 
 // ensureShareGroup registers a share group (Alter creates an empty one).
 func (e *Engine) ensureShareGroup(ctx context.Context, group string) error {
-	if _, ok := e.groups.Describe(group); ok {
+	if e.groups.Exists(group) {
 		return fmt.Errorf("%w: %q is a consumer group", ErrGroupExists, group)
 	}
 	if _, err := e.rc.Do(ctx, "HSETNX", e.k.ShareGroups(), group, nowMillis()); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/korvet/korvet/engine/auth"
@@ -19,6 +20,12 @@ func handleConsumerGroupHeartbeat(_ context.Context, c *conn, kreq kmsg.Request)
 	clientID, host := c.clientID, c.clientHost()
 	return func() kmsg.Response {
 		resp := req.ResponseKind().(*kmsg.ConsumerGroupHeartbeatResponse)
+		if c.s.eng.IsShareGroup(req.Group) {
+			// One namespace for all group types, as in Kafka.
+			msg := "group " + req.Group + " is a share group, not a consumer group"
+			resp.ErrorCode, resp.ErrorMessage, resp.MemberEpoch = kerr.GroupIDNotFound.Code, &msg, -1
+			return resp
+		}
 		hr := group.ConsumerHeartbeatRequest{
 			Group: req.Group, MemberID: req.MemberID, MemberEpoch: req.MemberEpoch,
 			InstanceID: req.InstanceID, RackID: req.RackID,

@@ -29,7 +29,7 @@ func handleShareAcknowledge(ctx context.Context, c *conn, kreq kmsg.Request) fun
 			resp.ErrorCode = kerr.InvalidRequest.Code
 			return resp
 		}
-		if _, ok := eng.Groups().Describe(group); ok {
+		if eng.Groups().Exists(group) {
 			resp.ErrorCode = kerr.GroupIDNotFound.Code
 			return resp
 		}

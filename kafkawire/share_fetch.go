@@ -71,7 +71,7 @@ func handleShareFetch(ctx context.Context, c *conn, kreq kmsg.Request) func() km
 			resp.ErrorCode = kerr.InvalidRequest.Code
 			return resp
 		}
-		if _, ok := eng.Groups().Describe(group); ok {
+		if eng.Groups().Exists(group) {
 			resp.ErrorCode = kerr.GroupIDNotFound.Code
 			return resp
 		}

@@ -116,7 +116,7 @@ func handleAlterShareGroupOffsets(ctx context.Context, c *conn, kreq kmsg.Reques
 	return func() kmsg.Response {
 		eng := c.s.eng
 		resp := req.ResponseKind().(*kmsg.AlterShareGroupOffsetsResponse)
-		if _, ok := eng.Groups().Describe(req.GroupID); ok {
+		if eng.Groups().Exists(req.GroupID) {
 			resp.ErrorCode = kerr.GroupIDNotFound.Code
 			return resp
 		}

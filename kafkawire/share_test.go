@@ -630,6 +630,28 @@ func TestShareGroupOffsetAdmin(t *testing.T) {
 	if r := sm.heartbeat(); r.ErrorCode != kerr.GroupIDNotFound.Code {
 		t.Fatalf("share heartbeat on a classic group id: %v", kerr.ErrorForCode(r.ErrorCode))
 	}
+
+	// A KIP-848 consumer group's id is refused to share members, and a
+	// share group's id to consumer group members: one namespace.
+	cgh := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+	cgh.Group, cgh.MemberID, cgh.MemberEpoch, cgh.RebalanceTimeoutMillis = "next-gen", "cm1", 0, 30000
+	cgh.SubscribedTopicNames = []string{"adm"}
+	cgh.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+	cgr, err := cgh.RequestWith(ctx, cl)
+	if err != nil || cgr.ErrorCode != 0 {
+		t.Fatalf("consumer group join: %v %v", err, kerr.ErrorForCode(cgr.ErrorCode))
+	}
+	if r := newShareMember(t, b, "next-gen", "m10", "adm").heartbeat(); r.ErrorCode != kerr.GroupIDNotFound.Code {
+		t.Fatalf("share heartbeat on a consumer group id: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	if r := newShareMember(t, b, "shared", "m11", "adm").heartbeat(); r.ErrorCode != 0 {
+		t.Fatalf("share join: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	cgh.Group, cgh.MemberID = "shared", "cm2"
+	cgr, err = cgh.RequestWith(ctx, cl)
+	if err != nil || cgr.ErrorCode != kerr.GroupIDNotFound.Code {
+		t.Fatalf("consumer group heartbeat on a share group id: %v %v", err, kerr.ErrorForCode(cgr.ErrorCode))
+	}
 }
 
 // Thousands of records released at once come back in one fetch (the

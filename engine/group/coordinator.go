@@ -250,6 +250,19 @@ type Description struct {
 	Members      []MemberDescription
 }
 
+// Exists reports whether name is a live group of either protocol,
+// classic or consumer (KIP-848). Share groups ask before taking an id:
+// all group types share one namespace, as in Kafka.
+func (c *Coordinator) Exists(name string) bool {
+	g := c.lookup(name)
+	if g == nil {
+		return false
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.state != Dead
+}
+
 // Describe returns the named group; false if there is none.
 func (c *Coordinator) Describe(name string) (Description, bool) {
 	g := c.lookup(name)
