@@ -304,6 +304,9 @@ func TestConsumerGroupStaticMembers(t *testing.T) {
 	if len(d.Members) != 1 || len(d.Members[0].Assignment.TopicPartitions) != 1 {
 		t.Fatalf("after a static leave the member should stay with its assignment: %+v", d)
 	}
+	if d.Members[0].MemberEpoch != -2 {
+		t.Fatalf("a static member that left is described at epoch %d, want -2 as Kafka", d.Members[0].MemberEpoch)
+	}
 	epoch := d.Epoch
 	other.epoch = 0
 	other.beat()

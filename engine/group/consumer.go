@@ -490,9 +490,15 @@ func (c *Coordinator) DescribeConsumer(name string) (ConsumerDescription, error)
 	}
 	d := ConsumerDescription{Group: name, State: g.consumerState(), Epoch: cg.epoch, AssignmentEpoch: cg.targetEpoch, Assignor: assignor}
 	for _, m := range g.sortedConsumers() {
+		epoch := m.epoch
+		if m.leftStatic {
+			// Kafka shows a static member that left, and keeps its
+			// partitions until its session ends, at epoch -2.
+			epoch = StaticLeaveEpoch
+		}
 		d.Members = append(d.Members, ConsumerMemberDescription{
 			MemberID: m.id, InstanceID: m.instance, RackID: m.rack, ClientID: m.clientID, ClientHost: m.clientHost,
-			MemberEpoch: m.epoch, State: m.state.String(), SubscribedTopics: slices.Clone(m.names), SubscribedRegex: m.regex,
+			MemberEpoch: epoch, State: m.state.String(), SubscribedTopics: slices.Clone(m.names), SubscribedRegex: m.regex,
 			Assignment: m.assigned.clone(), Target: cg.target[m.id].clone(), Revoking: m.revoking.clone(),
 			Classic: m.classic != nil,
 		})
