@@ -170,31 +170,9 @@ func (p *Partition) readStream(ctx context.Context, res *ReadResult, seg, from, 
 	res.cut = int64(len(res.elems)) == count
 	size := 0
 	for _, ent := range res.elems {
-		res.pair = ent.Elems(res.pair[:0])
-		if len(res.pair) != 2 {
-			return fmt.Errorf("malformed stream entry")
-		}
-		off, codec, err := entry.ParseID(res.pair[0].Bytes())
+		rec, err := res.appendEntry(ent)
 		if err != nil {
 			return err
-		}
-		res.dec.Begin()
-		odd := false
-		var name []byte
-		res.pair[1].ForEach(func(f resp.Reply) bool {
-			if !odd {
-				name = f.Bytes()
-			} else {
-				res.dec.Field(name, f.Bytes())
-			}
-			odd = !odd
-			return true
-		})
-		res.Records = append(res.Records, record.Record{Offset: off})
-		res.Codecs = append(res.Codecs, codec)
-		rec := &res.Records[len(res.Records)-1]
-		if err := res.dec.Finish(rec); err != nil {
-			return fmt.Errorf("offset %d: %w", off, err)
 		}
 		// Past maxBytes only the first record stays (KIP-74).
 		if size += rec.Size(); size > maxBytes && len(res.Records) > 1 {
@@ -395,4 +373,37 @@ func (p *Partition) applyRetention(ctx context.Context, now time.Time) error {
 	p.kickLocked()
 	p.mu.Unlock()
 	return nil
+}
+
+// appendEntry decodes one stream entry (its ID and fields) onto
+// res.Records and res.Codecs and returns the record, which stays valid
+// until the next append.
+func (res *ReadResult) appendEntry(ent resp.Reply) (*record.Record, error) {
+	res.pair = ent.Elems(res.pair[:0])
+	if len(res.pair) != 2 {
+		return nil, fmt.Errorf("malformed stream entry")
+	}
+	off, codec, err := entry.ParseID(res.pair[0].Bytes())
+	if err != nil {
+		return nil, err
+	}
+	res.dec.Begin()
+	odd := false
+	var name []byte
+	res.pair[1].ForEach(func(f resp.Reply) bool {
+		if !odd {
+			name = f.Bytes()
+		} else {
+			res.dec.Field(name, f.Bytes())
+		}
+		odd = !odd
+		return true
+	})
+	res.Records = append(res.Records, record.Record{Offset: off})
+	res.Codecs = append(res.Codecs, codec)
+	rec := &res.Records[len(res.Records)-1]
+	if err := res.dec.Finish(rec); err != nil {
+		return nil, fmt.Errorf("offset %d: %w", off, err)
+	}
+	return rec, nil
 }

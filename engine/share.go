@@ -12,7 +12,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/korvet/korvet/engine/entry"
 	"github.com/korvet/korvet/engine/record"
 	"github.com/korvet/korvet/engine/share"
 	"github.com/korvet/korvet/resp"
@@ -597,30 +596,8 @@ func (e *Engine) ShareAcquire(ctx context.Context, group, member string, p *Part
 func (res *ReadResult) decodeEntries(rep resp.Reply) error {
 	res.elems = rep.Elems(res.elems[:0])
 	for _, ent := range res.elems {
-		res.pair = ent.Elems(res.pair[:0])
-		if len(res.pair) != 2 {
-			return fmt.Errorf("malformed stream entry")
-		}
-		off, codec, err := entry.ParseID(res.pair[0].Bytes())
-		if err != nil {
+		if _, err := res.appendEntry(ent); err != nil {
 			return err
-		}
-		res.dec.Begin()
-		odd := false
-		var name []byte
-		res.pair[1].ForEach(func(f resp.Reply) bool {
-			if !odd {
-				name = f.Bytes()
-			} else {
-				res.dec.Field(name, f.Bytes())
-			}
-			odd = !odd
-			return true
-		})
-		res.Records = append(res.Records, record.Record{Offset: off})
-		res.Codecs = append(res.Codecs, codec)
-		if err := res.dec.Finish(&res.Records[len(res.Records)-1]); err != nil {
-			return fmt.Errorf("offset %d: %w", off, err)
 		}
 	}
 	return nil
