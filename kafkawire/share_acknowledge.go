@@ -3,7 +3,6 @@ package kafkawire
 import (
 	"context"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/korvet/korvet/engine/auth"
@@ -20,17 +19,9 @@ func handleShareAcknowledge(ctx context.Context, c *conn, kreq kmsg.Request) fun
 		resp := req.ResponseKind().(*kmsg.ShareAcknowledgeResponse)
 		group, member := deref(req.GroupID), deref(req.MemberID)
 		if req.Version >= 2 {
-			resp.AcquisitionLockTimeoutMillis = int32(eng.ShareOptions().LockDuration.Milliseconds())
-			if lock, err := eng.ShareLockDuration(ctx, group); err == nil {
-				resp.AcquisitionLockTimeoutMillis = int32(lock.Milliseconds())
-			}
+			resp.AcquisitionLockTimeoutMillis = shareLockMillis(ctx, eng, group)
 		}
-		if group == "" || member == "" || len(member) > 36 {
-			resp.ErrorCode = kerr.InvalidRequest.Code
-			return resp
-		}
-		if eng.Groups().Exists(group) {
-			resp.ErrorCode = kerr.GroupIDNotFound.Code
+		if resp.ErrorCode = shareIDsError(eng, group, member); resp.ErrorCode != 0 {
 			return resp
 		}
 		var parts []*sharePartReq

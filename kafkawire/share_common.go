@@ -25,6 +25,30 @@ const maxShareAckOffsets = 50000
 // above it is lowered; 0 means Kafka's default, 500).
 const maxShareRecords = 10000
 
+// shareLockMillis is group's acquisition lock duration in ms, which
+// ShareFetch and ShareAcknowledge v2 report: its group config, else the
+// broker's.
+func shareLockMillis(ctx context.Context, eng *engine.Engine, group string) int32 {
+	if lock, err := eng.ShareLockDuration(ctx, group); err == nil {
+		return int32(lock.Milliseconds())
+	}
+	return int32(eng.ShareOptions().LockDuration.Milliseconds())
+}
+
+// shareIDsError checks the group and member ids of a ShareFetch or
+// ShareAcknowledge: both are needed (a member id is a UUID string), and a
+// classic or consumer group's id is no share group's, as in Kafka. 0 when
+// they are fine.
+func shareIDsError(eng *engine.Engine, group, member string) int16 {
+	switch {
+	case group == "" || member == "" || len(member) > 36:
+		return kerr.InvalidRequest.Code
+	case eng.Groups().Exists(group):
+		return kerr.GroupIDNotFound.Code
+	}
+	return 0
+}
+
 // shareErrorCode maps share group errors to Kafka codes.
 func shareErrorCode(err error) int16 {
 	switch {

@@ -58,21 +58,13 @@ func handleShareFetch(ctx context.Context, c *conn, kreq kmsg.Request) func() km
 		eng := c.s.eng
 		resp := req.ResponseKind().(*kmsg.ShareFetchResponse)
 		group, member := deref(req.GroupID), deref(req.MemberID)
-		resp.AcquisitionLockTimeoutMillis = int32(eng.ShareOptions().LockDuration.Milliseconds())
-		if lock, err := eng.ShareLockDuration(ctx, group); err == nil {
-			resp.AcquisitionLockTimeoutMillis = int32(lock.Milliseconds())
-		}
-		if group == "" || member == "" || len(member) > 36 {
-			resp.ErrorCode = kerr.InvalidRequest.Code
+		resp.AcquisitionLockTimeoutMillis = shareLockMillis(ctx, eng, group)
+		if resp.ErrorCode = shareIDsError(eng, group, member); resp.ErrorCode != 0 {
 			return resp
 		}
 		renew := req.Version >= 2 && req.IsRenewAck
 		if renew && (req.MaxBytes != 0 || req.MinBytes != 0 || req.MaxRecords != 0 || req.MaxWaitMillis != 0) {
 			resp.ErrorCode = kerr.InvalidRequest.Code
-			return resp
-		}
-		if eng.Groups().Exists(group) {
-			resp.ErrorCode = kerr.GroupIDNotFound.Code
 			return resp
 		}
 		var reqParts []*sharePartReq
