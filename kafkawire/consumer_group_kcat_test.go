@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/korvet/korvet/internal/testbed"
 )
 
 // TestConsumerGroupKcatMigration: kcat (librdkafka 2.0, classic protocol
@@ -51,7 +53,7 @@ func TestConsumerGroupKcatMigration(t *testing.T) {
 		}
 	}
 	defer stop()
-	waitUntil(t, 30*time.Second, "kcat's classic group to be Stable", func() bool {
+	testbed.WaitFor(t, 30*time.Second, "kcat's classic group to be Stable", func() bool {
 		ls, err := b.admin().ListGroups(context.Background())
 		return err == nil && ls[grp].State == "Stable"
 	})
@@ -78,7 +80,7 @@ func TestConsumerGroupKcatMigration(t *testing.T) {
 			})
 		}
 	}()
-	waitUntil(t, time.Minute, "a consumer group with kcat as a classic member, both with partitions", func() bool {
+	testbed.WaitFor(t, time.Minute, "a consumer group with kcat as a classic member, both with partitions", func() bool {
 		d := describeConsumerGroup(t, b, grp)
 		if d.ErrorCode != 0 || len(d.Members) != 2 {
 			return false
@@ -91,7 +93,7 @@ func TestConsumerGroupKcatMigration(t *testing.T) {
 		return (d.Members[0].MemberType == 0) != (d.Members[1].MemberType == 0)
 	})
 	// Every record is consumed once the commits reach the end.
-	waitUntil(t, time.Minute, "commits at the end of every partition", func() bool {
+	testbed.WaitFor(t, time.Minute, "commits at the end of every partition", func() bool {
 		_ = cl.CommitUncommittedOffsets(context.Background())
 		offs, err := b.admin().FetchOffsets(context.Background(), grp)
 		if err != nil {

@@ -11,6 +11,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/korvet/korvet/internal/testbed"
 )
 
 // ownership follows which client owns which partition, from the clients'
@@ -59,17 +61,6 @@ func (s *valueSet) len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.seen)
-}
-
-func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // TestConsumerGroupKgoFlowAndRestart: franz-go members with
@@ -172,11 +163,11 @@ func TestConsumerGroupKgoFlowAndRestart(t *testing.T) {
 		}
 	}
 	c1, c2 := start("c1"), start("c2")
-	waitUntil(t, time.Minute, "c1 and c2 to share the partitions", func() bool { return owns("c1", 1)() && owns("c2", 1)() && ownedBy("c1", "c2")() })
+	testbed.WaitFor(t, time.Minute, "c1 and c2 to share the partitions", func() bool { return owns("c1", 1)() && owns("c2", 1)() && ownedBy("c1", "c2")() })
 	c3 := start("c3")
-	waitUntil(t, time.Minute, "c3 to get partitions", owns("c3", 2))
+	testbed.WaitFor(t, time.Minute, "c3 to get partitions", owns("c3", 2))
 	c1.Close()
-	waitUntil(t, time.Minute, "c2 and c3 to own every partition", ownedBy("c2", "c3"))
+	testbed.WaitFor(t, time.Minute, "c2 and c3 to own every partition", ownedBy("c2", "c3"))
 	mid := seen.len()
 	t.Logf("restarting korvet with %d records produced, %d consumed", producedN.Load(), mid)
 	if producedN.Load() == total {
@@ -184,14 +175,14 @@ func TestConsumerGroupKgoFlowAndRestart(t *testing.T) {
 	}
 	b.restart()
 	c4 := start("c4")
-	waitUntil(t, time.Minute, "c4 to get partitions after the restart", owns("c4", 1))
-	waitUntil(t, time.Minute, "records consumed after the restart", func() bool { return seen.len() > mid })
+	testbed.WaitFor(t, time.Minute, "c4 to get partitions after the restart", owns("c4", 1))
+	testbed.WaitFor(t, time.Minute, "records consumed after the restart", func() bool { return seen.len() > mid })
 	c2.Close()
-	waitUntil(t, time.Minute, "c3 and c4 to own every partition", ownedBy("c3", "c4"))
+	testbed.WaitFor(t, time.Minute, "c3 and c4 to own every partition", ownedBy("c3", "c4"))
 	if err := <-produced; err != nil {
 		t.Fatalf("produce: %v", err)
 	}
-	waitUntil(t, 2*time.Minute, "every record consumed", func() bool { return seen.len() == total })
+	testbed.WaitFor(t, 2*time.Minute, "every record consumed", func() bool { return seen.len() == total })
 
 	// Committed offsets reach the end of every partition.
 	adm := b.admin()
@@ -199,7 +190,7 @@ func TestConsumerGroupKgoFlowAndRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, time.Minute, "commits at the end of every partition", func() bool {
+	testbed.WaitFor(t, time.Minute, "commits at the end of every partition", func() bool {
 		_ = c3.CommitUncommittedOffsets(context.Background())
 		_ = c4.CommitUncommittedOffsets(context.Background())
 		offs, err := adm.FetchOffsets(context.Background(), "flow-group")

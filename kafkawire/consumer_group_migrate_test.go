@@ -10,6 +10,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/korvet/korvet/internal/testbed"
 )
 
 // TestConsumerGroupMigration: a classic group (kgo eager or cooperative
@@ -122,12 +124,12 @@ func TestConsumerGroupMigration(t *testing.T) {
 
 			c1 := start("c1", kgo.Balancers(tc.balancer))
 			c2 := start("c2", kgo.Balancers(tc.balancer))
-			waitUntil(t, time.Minute, "the classic members to share the partitions", owners("c1", "c2"))
+			testbed.WaitFor(t, time.Minute, "the classic members to share the partitions", owners("c1", "c2"))
 			if typ := groupType(); typ != "classic" {
 				t.Fatalf("group type %q before the upgrade, want classic", typ)
 			}
 			n1 := start("n1", kgo.ServerSideBalancer(), kgo.Balancers(kgo.StickyBalancer()))
-			waitUntil(t, time.Minute, "the consumer protocol member to get partitions next to the classic ones", owners("c1", "c2", "n1"))
+			testbed.WaitFor(t, time.Minute, "the consumer protocol member to get partitions next to the classic ones", owners("c1", "c2", "n1"))
 			if typ := groupType(); typ != "consumer" {
 				t.Fatalf("group type %q with a consumer protocol member, want consumer", typ)
 			}
@@ -141,12 +143,12 @@ func TestConsumerGroupMigration(t *testing.T) {
 			}
 			t.Logf("upgraded with %d records produced, %d consumed", producedN.Load(), seen.len())
 			n1.Close()
-			waitUntil(t, time.Minute, "the group to turn classic again", func() bool { return groupType() == "classic" })
-			waitUntil(t, time.Minute, "the classic members to own every partition", owners("c1", "c2"))
+			testbed.WaitFor(t, time.Minute, "the group to turn classic again", func() bool { return groupType() == "classic" })
+			testbed.WaitFor(t, time.Minute, "the classic members to own every partition", owners("c1", "c2"))
 			if err := <-produced; err != nil {
 				t.Fatal(err)
 			}
-			waitUntil(t, time.Minute, "every record consumed", func() bool { return seen.len() == total })
+			testbed.WaitFor(t, time.Minute, "every record consumed", func() bool { return seen.len() == total })
 			c1.Close()
 			c2.Close()
 			wg.Wait()
