@@ -194,16 +194,14 @@ func TestConsumerGroupReconciliation(t *testing.T) {
 	}
 
 	// Commits: a member's epoch ahead is stale; its own is fine.
-	commit := func(epoch int32) int16 {
+	commitPart := func(epoch, partition int32) int16 {
 		req := kmsg.NewPtrOffsetCommitRequest()
 		req.Version = 9
 		req.Group, req.MemberID, req.Generation = "g848", "member-a", epoch
 		rt := kmsg.NewOffsetCommitRequestTopic()
 		rt.Topic = "rec"
 		rp := kmsg.NewOffsetCommitRequestTopicPartition()
-		for _, ps := range a.owned {
-			rp.Partition = ps[0]
-		}
+		rp.Partition = partition
 		rt.Partitions = append(rt.Partitions, rp)
 		req.Topics = append(req.Topics, rt)
 		resp, err := req.RequestWith(ctxT(t, 5*time.Second), b.client())
@@ -211,6 +209,13 @@ func TestConsumerGroupReconciliation(t *testing.T) {
 			t.Fatal(err)
 		}
 		return resp.Topics[0].Partitions[0].ErrorCode
+	}
+	commit := func(epoch int32) int16 {
+		for _, ps := range a.owned {
+			return commitPart(epoch, ps[0])
+		}
+		t.Fatal("member-a owns nothing")
+		return 0
 	}
 	if code := commit(5); code != kerr.StaleMemberEpoch.Code {
 		t.Fatalf("commit ahead of the member's epoch: %v, want STALE_MEMBER_EPOCH", kerr.ErrorForCode(code))
@@ -256,12 +261,32 @@ func TestConsumerGroupReconciliation(t *testing.T) {
 	}
 
 	// c leaves (-1): a gets everything at a new epoch.
+	had := map[int32]bool{}
+	for _, ps := range a.owned {
+		for _, p := range ps {
+			had[p] = true
+		}
+	}
 	if r := c.send(-1, false); r.ErrorCode != 0 || r.MemberEpoch != -1 {
 		t.Fatalf("leave: %v epoch %d", kerr.ErrorForCode(r.ErrorCode), r.MemberEpoch)
 	}
 	a.beat()
 	if a.epoch != 3 || a.count() != 4 {
 		t.Fatalf("after the leave: epoch %d with %d partitions, want 3 with 4", a.epoch, a.count())
+	}
+	// The epoch each partition was given at survives a restart: a commit
+	// from epoch 2 is fine for a partition a held then, stale for one it
+	// got at 3.
+	b.restart()
+	a.cl = b.client()
+	for p := int32(0); p < 4; p++ {
+		want := kerr.StaleMemberEpoch.Code
+		if had[p] {
+			want = 0
+		}
+		if code := commitPart(2, p); code != want {
+			t.Fatalf("after a restart, a commit from epoch 2 for partition %d (held at 2: %v): %v, want %v", p, had[p], kerr.ErrorForCode(code), kerr.ErrorForCode(want))
+		}
 	}
 	// A join must not claim partitions; an unknown assignor is refused.
 	bad := newMember(t, b, "g848", "bad", "rec")

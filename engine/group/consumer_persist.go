@@ -40,6 +40,10 @@ type storedConsumerMember struct {
 	Assigned    map[string][]int32 `json:"assigned,omitempty"`
 	Revoking    map[string][]int32 `json:"revoking,omitempty"`
 	Target      map[string][]int32 `json:"target,omitempty"`
+	// AssignedAt: topic id -> partition -> the epoch it was given to the
+	// member at, for OffsetCommit's epoch check. Absent in state written
+	// before it was kept: commits from older epochs are then accepted.
+	AssignedAt map[string]map[int32]int32 `json:"assigned_at,omitempty"`
 	// A classic member's protocols, answered protocol and session.
 	Classic *storedClassic `json:"classic,omitempty"`
 }
@@ -77,6 +81,44 @@ func decodeAssignment(m map[string][]int32) (Assignment, error) {
 	return out, nil
 }
 
+// encodeAssignedAt keeps the epochs of the partitions the member owns.
+func encodeAssignedAt(at map[partKey]int32, owned Assignment) map[string]map[int32]int32 {
+	var out map[string]map[int32]int32
+	for k, epoch := range at {
+		if !owned.has(k.t, k.p) {
+			continue
+		}
+		if out == nil {
+			out = map[string]map[int32]int32{}
+		}
+		id := hex.EncodeToString(k.t[:])
+		if out[id] == nil {
+			out[id] = map[int32]int32{}
+		}
+		out[id][k.p] = epoch
+	}
+	return out
+}
+
+func decodeAssignedAt(m map[string]map[int32]int32) (map[partKey]int32, error) {
+	if len(m) == 0 {
+		return nil, nil
+	}
+	out := make(map[partKey]int32)
+	for k, ps := range m {
+		var t TopicID
+		b, err := hex.DecodeString(k)
+		if err != nil || len(b) != len(t) {
+			return nil, fmt.Errorf("bad topic id %q", k)
+		}
+		copy(t[:], b)
+		for p, epoch := range ps {
+			out[partKey{t, p}] = epoch
+		}
+	}
+	return out, nil
+}
+
 // persistConsumer stores the consumer group under g.mu; a failed write is
 // logged (a restart then makes the members rejoin).
 func (g *group) persistConsumer() {
@@ -92,6 +134,7 @@ func (g *group) persistConsumer() {
 			Epoch: m.epoch, PrevEpoch: m.prevEpoch, State: m.state.String(), LeftStatic: m.leftStatic,
 			Topics: m.names, Regex: m.regex, Assignor: m.assignor, RebalanceMs: m.rebalance.Milliseconds(),
 			Assigned: encodeAssignment(m.assigned), Revoking: encodeAssignment(m.revoking), Target: encodeAssignment(cg.target[m.id]),
+			AssignedAt: encodeAssignedAt(m.assignedAt, m.assigned),
 		})
 	}
 	js, err := json.Marshal(sg)
@@ -182,6 +225,9 @@ func (g *group) restoreConsumer(sg storedConsumerGroup, now time.Time) error {
 			return err
 		}
 		if m.revoking, err = decodeAssignment(sm.Revoking); err != nil {
+			return err
+		}
+		if m.assignedAt, err = decodeAssignedAt(sm.AssignedAt); err != nil {
 			return err
 		}
 		tgt, err := decodeAssignment(sm.Target)
