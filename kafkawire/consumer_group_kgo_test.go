@@ -63,6 +63,62 @@ func (s *valueSet) len() int {
 	return len(s.seen)
 }
 
+// groupFlow runs franz-go members of one group on one topic for a test,
+// tracking which member owns which partition (from the clients' own
+// callbacks) and every value consumed.
+type groupFlow struct {
+	t            *testing.T
+	b            *broker
+	group, topic string
+	own          *ownership
+	seen         *valueSet
+	wg           sync.WaitGroup
+}
+
+func newGroupFlow(t *testing.T, b *broker, group, topic string) *groupFlow {
+	return &groupFlow{t: t, b: b, group: group, topic: topic,
+		own: &ownership{owner: map[int32]string{}}, seen: &valueSet{seen: map[int]bool{}}}
+}
+
+// start starts member name, consuming from the start and committing as
+// it goes (also when partitions are revoked), with opts on top.
+func (f *groupFlow) start(name string, opts ...kgo.Opt) *kgo.Client {
+	topic := f.topic
+	cl, err := kgo.NewClient(append([]kgo.Opt{
+		kgo.SeedBrokers(f.b.addr),
+		kgo.ConsumerGroup(f.group),
+		kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchMaxWait(200 * time.Millisecond),
+		kgo.AutoCommitInterval(500 * time.Millisecond),
+		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { f.own.assigned(name, m[topic]) }),
+		kgo.OnPartitionsRevoked(func(ctx context.Context, cl *kgo.Client, m map[string][]int32) {
+			_ = cl.CommitMarkedOffsets(ctx)
+			f.own.released(name, m[topic])
+		}),
+		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { f.own.released(name, m[topic]) }),
+	}, opts...)...)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.wg.Add(1)
+	go func() {
+		defer f.wg.Done()
+		for {
+			fs := cl.PollFetches(context.Background())
+			if fs.IsClientClosed() {
+				return
+			}
+			fs.EachRecord(func(r *kgo.Record) {
+				if v, err := strconv.Atoi(string(r.Value)); err == nil {
+					f.seen.add(v)
+				}
+			})
+		}
+	}()
+	return cl
+}
+
 // TestConsumerGroupKgoFlowAndRestart: franz-go members with
 // ServerSideBalancer (KIP-848) join and leave a 6-partition topic while
 // 50,000 records flow, and korvet restarts under them. Every record is
@@ -72,46 +128,10 @@ func TestConsumerGroupKgoFlowAndRestart(t *testing.T) {
 	const total = 50000
 	b := startBroker(t, consumerOpts(10*time.Second, 250*time.Millisecond))
 	createTopics(t, b, 6, "flow")
-	own := &ownership{owner: map[int32]string{}}
-	seen := &valueSet{seen: map[int]bool{}}
-	var wg sync.WaitGroup
+	f := newGroupFlow(t, b, "flow-group", "flow")
+	own, seen := f.own, f.seen
 	start := func(name string) *kgo.Client {
-		cl, err := kgo.NewClient(
-			kgo.SeedBrokers(b.addr),
-			kgo.ConsumerGroup("flow-group"),
-			kgo.ConsumeTopics("flow"),
-			kgo.ServerSideBalancer(),
-			kgo.Balancers(kgo.StickyBalancer()),
-			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-			kgo.FetchMaxWait(200*time.Millisecond),
-			kgo.AutoCommitInterval(500*time.Millisecond),
-			kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { own.assigned(name, m["flow"]) }),
-			kgo.OnPartitionsRevoked(func(ctx context.Context, cl *kgo.Client, m map[string][]int32) {
-				_ = cl.CommitMarkedOffsets(ctx)
-				own.released(name, m["flow"])
-			}),
-			kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { own.released(name, m["flow"]) }),
-		)
-		if err != nil {
-			t.Fatal(err)
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				fs := cl.PollFetches(context.Background())
-				if fs.IsClientClosed() {
-					return
-				}
-				fs.EachRecord(func(r *kgo.Record) {
-					v, err := strconv.Atoi(string(r.Value))
-					if err == nil {
-						seen.add(v)
-					}
-				})
-			}
-		}()
-		return cl
+		return f.start(name, kgo.ServerSideBalancer(), kgo.Balancers(kgo.StickyBalancer()))
 	}
 
 	var producedN atomic.Int64
@@ -206,7 +226,7 @@ func TestConsumerGroupKgoFlowAndRestart(t *testing.T) {
 	})
 	c3.Close()
 	c4.Close()
-	wg.Wait()
+	f.wg.Wait()
 	own.mu.Lock()
 	defer own.mu.Unlock()
 	for _, v := range own.violations {

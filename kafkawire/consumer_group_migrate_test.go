@@ -3,7 +3,6 @@ package kafkawire_test
 import (
 	"context"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -31,45 +30,10 @@ func TestConsumerGroupMigration(t *testing.T) {
 			const total = 20000
 			b := startBroker(t, consumerOpts(10*time.Second, 250*time.Millisecond))
 			createTopics(t, b, 4, "mig")
-			own := &ownership{owner: map[int32]string{}}
-			seen := &valueSet{seen: map[int]bool{}}
-			var wg sync.WaitGroup
+			f := newGroupFlow(t, b, "mig-group", "mig")
+			own, seen := f.own, f.seen
 			start := func(name string, opts ...kgo.Opt) *kgo.Client {
-				cl, err := kgo.NewClient(append([]kgo.Opt{
-					kgo.SeedBrokers(b.addr),
-					kgo.ConsumerGroup("mig-group"),
-					kgo.ConsumeTopics("mig"),
-					kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-					kgo.FetchMaxWait(200 * time.Millisecond),
-					kgo.HeartbeatInterval(250 * time.Millisecond),
-					kgo.SessionTimeout(6 * time.Second),
-					kgo.AutoCommitInterval(500 * time.Millisecond),
-					kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { own.assigned(name, m["mig"]) }),
-					kgo.OnPartitionsRevoked(func(ctx context.Context, cl *kgo.Client, m map[string][]int32) {
-						_ = cl.CommitMarkedOffsets(ctx)
-						own.released(name, m["mig"])
-					}),
-					kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { own.released(name, m["mig"]) }),
-				}, opts...)...)
-				if err != nil {
-					t.Fatal(err)
-				}
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for {
-						fs := cl.PollFetches(context.Background())
-						if fs.IsClientClosed() {
-							return
-						}
-						fs.EachRecord(func(r *kgo.Record) {
-							if v, err := strconv.Atoi(string(r.Value)); err == nil {
-								seen.add(v)
-							}
-						})
-					}
-				}()
-				return cl
+				return f.start(name, append([]kgo.Opt{kgo.HeartbeatInterval(250 * time.Millisecond), kgo.SessionTimeout(6 * time.Second)}, opts...)...)
 			}
 			owners := func(who ...string) func() bool {
 				return func() bool {
@@ -151,7 +115,7 @@ func TestConsumerGroupMigration(t *testing.T) {
 			testbed.WaitFor(t, time.Minute, "every record consumed", func() bool { return seen.len() == total })
 			c1.Close()
 			c2.Close()
-			wg.Wait()
+			f.wg.Wait()
 			own.mu.Lock()
 			defer own.mu.Unlock()
 			for _, v := range own.violations {
