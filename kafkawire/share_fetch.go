@@ -162,7 +162,7 @@ func handleShareFetch(ctx context.Context, c *conn, kreq kmsg.Request) func() km
 			switch {
 			case t == nil:
 				errs[tp] = kerr.UnknownTopicID.Code
-			case !c.authorize(auth.OpRead, auth.ResTopic, t.Name()) && c.s.opts.ACLs && !c.super:
+			case !c.authorize(auth.OpRead, auth.ResTopic, t.Name()):
 				errs[tp] = topicDenied
 			case t.Partition(tp.Partition) == nil:
 				errs[tp] = kerr.UnknownTopicOrPartition.Code
@@ -321,7 +321,7 @@ func (c *conn) shareAck(ctx context.Context, group, member string, parts []*shar
 			pr.ackCode = kerr.UnknownTopicOrPartition.Code
 			continue
 		}
-		if c.s.opts.ACLs && !c.super && !c.authorize(auth.OpRead, auth.ResTopic, p.Topic().Name()) {
+		if !c.authorize(auth.OpRead, auth.ResTopic, p.Topic().Name()) {
 			pr.ackCode = topicDenied
 			continue
 		}

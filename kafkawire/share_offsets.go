@@ -44,7 +44,7 @@ func handleDescribeShareGroupOffsets(ctx context.Context, c *conn, kreq kmsg.Req
 			}
 			slices.Sort(order)
 			for _, name := range order {
-				if rg.Topics == nil && !c.mayDescribeTopic(name) {
+				if rg.Topics == nil && !c.authorize(auth.OpDescribe, auth.ResTopic, name) {
 					continue
 				}
 				st := kmsg.NewDescribeShareGroupOffsetsResponseGroupTopic()
@@ -59,7 +59,7 @@ func handleDescribeShareGroupOffsets(ctx context.Context, c *conn, kreq kmsg.Req
 					sp := kmsg.NewDescribeShareGroupOffsetsResponseGroupTopicPartition()
 					sp.Partition, sp.StartOffset, sp.LeaderEpoch, sp.Lag = id, -1, 0, -1
 					switch {
-					case rg.Topics != nil && !c.mayDescribeTopic(name):
+					case rg.Topics != nil && !c.authorize(auth.OpDescribe, auth.ResTopic, name):
 						sp.ErrorCode = topicDenied
 					case t == nil || t.Partition(id) == nil:
 						sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
@@ -82,10 +82,6 @@ func handleDescribeShareGroupOffsets(ctx context.Context, c *conn, kreq kmsg.Req
 		}
 		return resp
 	}
-}
-
-func (c *conn) mayDescribeTopic(name string) bool {
-	return !c.s.opts.ACLs || c.super || c.authorize(auth.OpDescribe, auth.ResTopic, name)
 }
 
 // aclDescribeShareGroupOffsets: DESCRIBE on each group; DESCRIBE on topics
@@ -135,7 +131,7 @@ func handleAlterShareGroupOffsets(ctx context.Context, c *conn, kreq kmsg.Reques
 				sp := kmsg.NewAlterShareGroupOffsetsResponseTopicPartition()
 				sp.Partition = rp.Partition
 				switch {
-				case !c.mayReadTopic(rt.Topic):
+				case !c.authorize(auth.OpRead, auth.ResTopic, rt.Topic):
 					sp.ErrorCode = topicDenied
 				case t == nil || t.Partition(rp.Partition) == nil:
 					sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
@@ -149,10 +145,6 @@ func handleAlterShareGroupOffsets(ctx context.Context, c *conn, kreq kmsg.Reques
 		}
 		return resp
 	}
-}
-
-func (c *conn) mayReadTopic(name string) bool {
-	return !c.s.opts.ACLs || c.super || c.authorize(auth.OpRead, auth.ResTopic, name)
 }
 
 // aclAlterShareGroupOffsets: READ on the group (as Kafka: altering offsets
@@ -188,7 +180,7 @@ func handleDeleteShareGroupOffsets(ctx context.Context, c *conn, kreq kmsg.Reque
 			if t := eng.Topic(rt.Topic); t != nil {
 				st.TopicID = t.ID()
 			}
-			if !c.mayReadTopic(rt.Topic) {
+			if !c.authorize(auth.OpRead, auth.ResTopic, rt.Topic) {
 				st.ErrorCode = topicDenied
 			} else {
 				err := eng.DeleteShareOffsets(ctx, req.GroupID, rt.Topic)
