@@ -264,8 +264,10 @@ func loadConfig(path string) (Config, error) {
 	if c.Redis.Keyspace == "" || strings.ContainsAny(c.Redis.Keyspace, " \t\r\n") {
 		return c, bad(toml.Key{"redis", "keyspace"}, "must be non-empty without spaces")
 	}
-	if c.Redis.PoolSize < 1 || c.Redis.PoolSize > 1024 {
-		return c, bad(toml.Key{"redis", "pool_size"}, "must be 1 to 1024")
+	// One connection is held for good by the reader of the event stream
+	// (engine/events), so one is not enough.
+	if c.Redis.PoolSize < 2 || c.Redis.PoolSize > 1024 {
+		return c, bad(toml.Key{"redis", "pool_size"}, "must be 2 to 1024")
 	}
 	if c.Redis.Timeout.Duration <= 0 {
 		return c, bad(toml.Key{"redis", "timeout"}, "must be positive")

@@ -152,6 +152,7 @@ func TestStorageKeysWritten(t *testing.T) {
 		"korvet:meta:batches:s:0":    "stream",
 		"korvet:meta:sharegroups":    "hash",
 		"korvet:meta:groupconfigs":   "hash",
+		"korvet:meta:events":         "stream",
 		"korvet:share:sg:s:0":        "hash",
 		"korvet:share:sg:partitions": "set",
 		"korvet:share:sg:s:0:cold":   "hash",

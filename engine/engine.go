@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/korvet/korvet/cold"
+	"github.com/korvet/korvet/engine/events"
 	"github.com/korvet/korvet/engine/group"
 	"github.com/korvet/korvet/engine/keys"
 	"github.com/korvet/korvet/engine/share"
@@ -64,6 +65,15 @@ type Options struct {
 	// before anything is written. Defaults 1000 and 10000.
 	MaxPartitionsPerTopic int32
 	MaxPartitions         int
+
+	// NodeID is this broker's kafka.node_id, unique among the brokers on
+	// one Redis and keyspace; Rack its kafka.rack; Listeners its Kafka
+	// listeners as clients reach them. LeaseTime is how long a broker
+	// that stops renewing its lease stays live (brokers.go).
+	NodeID    int32
+	Rack      string
+	Listeners []ListenerAddr
+	LeaseTime time.Duration
 }
 
 // Engine holds all topics. Create it with Open; it is safe for concurrent use.
@@ -86,6 +96,8 @@ type Engine struct {
 	share      *share.Coordinator
 	shareParts shareState
 	kv         KV
+	events     *events.Bus
+	started    time.Time
 
 	// bg is the context of background work; Close cancels it.
 	bg     context.Context
@@ -139,6 +151,8 @@ func Open(ctx context.Context, rc *resp.Client, opts Options) (*Engine, error) {
 		topics: make(map[string]*Topic),
 		byID:   make(map[[16]byte]*Topic),
 	}
+	e.started = time.Now()
+	e.events = events.New(rc, e.k.Events(), opts.NodeID, opts.Logger)
 	e.bg, e.stopBg = context.WithCancel(context.WithoutCancel(ctx))
 	if err := e.loadCluster(ctx); err != nil {
 		return nil, err
@@ -171,6 +185,12 @@ func Open(ctx context.Context, rc *resp.Client, opts Options) (*Engine, error) {
 		groups.Close()
 		return nil, err
 	}
+	// The event reader holds one pooled connection for good.
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		e.events.Run(e.bg)
+	}()
 	e.wg.Add(1)
 	go e.retentionLoop()
 	if opts.Cold != nil {
@@ -385,6 +405,11 @@ func (e *Engine) CreateTopic(ctx context.Context, name string, partitions int32,
 	e.byID[t.id] = t
 	e.mu.Unlock()
 	e.log.Info("topic created", "topic", name, "partitions", partitions)
+	// The topic exists in Redis already; a broker that misses the event
+	// finds it on its next reload.
+	if err := e.events.Publish(ctx, events.Topic, "topic", name, "change", "created"); err != nil {
+		e.log.Warn("topic created but other brokers were not told; they see it on their next reload", "topic", name, "err", err)
+	}
 	return t, nil
 }
 
@@ -437,6 +462,7 @@ func (e *Engine) DeleteTopic(ctx context.Context, name string) error {
 		// object store is down).
 		pl.Cmd("SADD", e.k.ColdGarbage(), "drop\x00"+name+"\x00"+hex.EncodeToString(t.id[:]))
 	}
+	e.events.Append(&pl, events.Topic, "topic", name, "change", "deleted")
 	rs, err := e.rc.Exec(ctx, &pl)
 	if err != nil {
 		return fmt.Errorf("delete topic %q: %w", name, err)

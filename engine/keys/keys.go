@@ -49,6 +49,10 @@ func (s Space) Segments(topic string, partition int32) string {
 	return string(s) + ":meta:segments:" + topic + ":" + strconv.Itoa(int(partition))
 }
 
+// Events is a stream through which brokers sharing this keyspace tell
+// each other that shared state changed (package engine/events).
+func (s Space) Events() string { return string(s) + ":meta:events" }
+
 // ColdGarbage is a set of cold-tier objects for the archiver to delete:
 // "file\x00{topic}\x00{path}" for files retention removed from a registry
 // and "drop\x00{topic}\x00{table id}" for the tables of deleted topics.

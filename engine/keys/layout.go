@@ -26,6 +26,7 @@ func Layout() []Key {
 		{"{keyspace}:group:{group}:consumer", "string", "a consumer group's epochs, members and assignments as JSON"},
 		{"{keyspace}:group:{group}:offsets", "hash", "topic:partition -> committed offset"},
 		{"{keyspace}:meta:coldgc", "set", "cold files and tables to delete"},
+		{"{keyspace}:meta:events", "stream", "changes to shared state, for every broker"},
 		{"{keyspace}:meta:sharegroups", "hash", "share group name -> creation time"},
 		{"{keyspace}:meta:groupconfigs", "hash", "group name -> JSON group configs"},
 		{"{keyspace}:share:{group}:{topic}:{partition}", "hash", "a share-partition's cursor segment and counters"},
