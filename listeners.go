@@ -9,6 +9,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 
+	"github.com/korvet/korvet/engine"
 	"github.com/korvet/korvet/kafkawire"
 	"github.com/korvet/korvet/web"
 )
@@ -109,7 +110,7 @@ func (c *Config) tlsConfig() (*tls.Config, error) {
 // kafkaListeners opens the configured Kafka listeners.
 func kafkaListeners(cfg Config) ([]kafkawire.Listener, error) {
 	var ls []kafkawire.Listener
-	add := func(listen, advertised, auth string, tlsCfg *tls.Config) error {
+	add := func(name, listen, advertised, auth string, tlsCfg *tls.Config) error {
 		ln, err := net.Listen("tcp", listen)
 		if err != nil {
 			return fmt.Errorf("kafka listen on %s: %w", listen, err)
@@ -122,7 +123,7 @@ func kafkaListeners(cfg Config) ([]kafkawire.Listener, error) {
 		if port == 0 {
 			port = int32(ln.Addr().(*net.TCPAddr).Port)
 		}
-		l := kafkawire.Listener{Listener: ln, TLS: tlsCfg, AdvertisedHost: host, AdvertisedPort: port}
+		l := kafkawire.Listener{Name: name, Listener: ln, TLS: tlsCfg, AdvertisedHost: host, AdvertisedPort: port}
 		if auth == authSASL {
 			l.SASL = cfg.Kafka.SASLMechanisms
 		}
@@ -131,12 +132,12 @@ func kafkaListeners(cfg Config) ([]kafkawire.Listener, error) {
 	}
 	var err error
 	if cfg.Kafka.Listen != "" {
-		err = add(cfg.Kafka.Listen, cfg.Kafka.Advertised, cfg.Kafka.Auth, nil)
+		err = add(kafkawire.ListenerPlaintext, cfg.Kafka.Listen, cfg.Kafka.Advertised, cfg.Kafka.Auth, nil)
 	}
 	if t := cfg.Kafka.TLS; err == nil && t.Listen != "" {
 		var tlsCfg *tls.Config
 		if tlsCfg, err = cfg.tlsConfig(); err == nil {
-			err = add(t.Listen, t.Advertised, t.Auth, tlsCfg)
+			err = add(kafkawire.ListenerTLS, t.Listen, t.Advertised, t.Auth, tlsCfg)
 		}
 	}
 	if err != nil {
@@ -174,4 +175,21 @@ func describeListeners(ls []kafkawire.Listener) (shown []web.Listener, logAttrs 
 		logAttrs = append(logAttrs, key, l.Addr().String(), key+"_advertised", advertised)
 	}
 	return shown, logAttrs
+}
+
+// engineListeners are the Kafka listeners as the engine registers them in
+// Redis for the other brokers: name and advertised address.
+func engineListeners(ls []kafkawire.Listener) []engine.ListenerAddr {
+	out := make([]engine.ListenerAddr, 0, len(ls))
+	for _, l := range ls {
+		name := l.Name
+		if name == "" {
+			name = kafkawire.ListenerPlaintext
+			if l.TLS != nil {
+				name = kafkawire.ListenerTLS
+			}
+		}
+		out = append(out, engine.ListenerAddr{Name: name, Host: l.AdvertisedHost, Port: l.AdvertisedPort})
+	}
+	return out
 }

@@ -2,8 +2,12 @@ package main
 
 import (
 	"fmt"
+	"net"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/korvet/korvet/engine"
 )
 
 // The Kafka listeners' keys: a TLS listener with SASL loads, and each
@@ -62,5 +66,35 @@ key_file = %q
 				t.Errorf("error %q, want line %d and %q", err, tt.line, tt.want)
 			}
 		})
+	}
+}
+
+// Both Kafka listeners are named as the engine registers them, each at its
+// advertised address, so that other brokers send a client that came in
+// over TLS to their TLS listener.
+func TestEngineListeners(t *testing.T) {
+	dir := t.TempDir()
+	cert, key, _ := selfSigned(t, dir)
+	c, err := loadConfig(writeConfig(t, fmt.Sprintf(`[kafka]
+listen = "127.0.0.1:0"
+advertised = "kafka.lan:9092"
+[kafka.tls]
+listen = "127.0.0.1:0"
+cert_file = %q
+key_file = %q
+`, cert, key)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ls, err := kafkaListeners(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeListeners(ls)
+	got := engineListeners(ls)
+	tlsPort := int32(ls[1].Addr().(*net.TCPAddr).Port)
+	want := []engine.ListenerAddr{{Name: "PLAINTEXT", Host: "kafka.lan", Port: 9092}, {Name: "TLS", Host: "127.0.0.1", Port: tlsPort}}
+	if !slices.Equal(got, want) {
+		t.Errorf("engine listeners = %+v, want %+v", got, want)
 	}
 }

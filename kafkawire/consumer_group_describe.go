@@ -25,7 +25,11 @@ func handleConsumerGroupDescribe(_ context.Context, c *conn, kreq kmsg.Request) 
 func (c *conn) describeConsumerGroup(name string, ops bool) kmsg.ConsumerGroupDescribeResponseGroup {
 	sg := kmsg.NewConsumerGroupDescribeResponseGroup()
 	sg.Group = name
-	d, err := c.s.eng.Groups().DescribeConsumer(name)
+	err := c.coordinates(name)
+	var d group.ConsumerDescription
+	if err == nil {
+		d, err = c.s.eng.Groups().DescribeConsumer(name)
+	}
 	if err != nil {
 		sg.ErrorCode = groupErrorCode(err)
 		msg := err.Error()

@@ -51,7 +51,11 @@ func handleConsumerGroupHeartbeat(_ context.Context, c *conn, kreq kmsg.Request)
 				}
 			}
 		}
-		res, err := c.s.eng.Groups().ConsumerHeartbeat(hr)
+		var res group.ConsumerHeartbeatResult
+		err := c.coordinates(req.Group)
+		if err == nil {
+			res, err = c.s.eng.Groups().ConsumerHeartbeat(hr)
+		}
 		if err != nil {
 			resp.ErrorCode = groupErrorCode(err)
 			msg := err.Error()

@@ -9,7 +9,8 @@ import (
 	"github.com/korvet/korvet/engine/auth"
 )
 
-// handleDeleteRecords moves log start offsets up (kafka-delete-records).
+// handleDeleteRecords moves log start offsets up (kafka-delete-records),
+// on each partition's leader, as in Kafka.
 func handleDeleteRecords(ctx context.Context, c *conn, kreq kmsg.Request) func() kmsg.Response {
 	req := kreq.(*kmsg.DeleteRecordsRequest)
 	return func() kmsg.Response {
@@ -24,6 +25,8 @@ func handleDeleteRecords(ctx context.Context, c *conn, kreq kmsg.Request) func()
 				p := partitionOf(t, rp.Partition)
 				if p == nil {
 					sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				} else if code, _, _ := leaderCode(p, -1); code != 0 {
+					sp.ErrorCode = code
 				} else if lw, err := p.DeleteRecords(ctx, rp.Offset); err != nil {
 					sp.ErrorCode = errorCode(err)
 				} else {

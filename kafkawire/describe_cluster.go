@@ -21,8 +21,9 @@ const (
 var clusterOps = []auth.Operation{auth.OpCreate, auth.OpAlter, auth.OpDescribe, auth.OpClusterAction,
 	auth.OpDescribeConfigs, auth.OpAlterConfigs, auth.OpIdempotentWrite}
 
-// handleDescribeCluster answers as a Kafka broker does: this node is the
-// only broker and the controller; it is never fenced, so v2's
+// handleDescribeCluster answers as a Kafka broker does: every live broker
+// (as Metadata lists them), the lowest node id as the controller; a broker
+// whose lease lapsed is gone rather than fenced, so v2's
 // IncludeFencedBrokers changes nothing. Controllers have no endpoint of
 // their own here, so asking a broker for them is a mismatch, as in Kafka.
 func handleDescribeCluster(_ context.Context, c *conn, kreq kmsg.Request) func() kmsg.Response {
@@ -42,9 +43,11 @@ func handleDescribeCluster(_ context.Context, c *conn, kreq kmsg.Request) func()
 			return resp
 		}
 		resp.ClusterID = c.s.eng.ClusterID()
-		resp.ControllerID = c.s.opts.NodeID
-		host, port := c.advertised()
-		resp.Brokers = []kmsg.DescribeClusterResponseBroker{{NodeID: c.s.opts.NodeID, Host: host, Port: port}}
+		nodes := c.nodes()
+		resp.ControllerID = controllerID(nodes)
+		for _, n := range nodes {
+			resp.Brokers = append(resp.Brokers, kmsg.DescribeClusterResponseBroker{NodeID: n.id, Host: n.host, Port: n.port, Rack: n.rack})
+		}
 		if req.IncludeClusterAuthorizedOperations {
 			// Kafka reports nothing to whoever may not describe the cluster.
 			resp.ClusterAuthorizedOperations = 0

@@ -123,7 +123,7 @@ func handleDescribeTopicPartitions(_ context.Context, c *conn, kreq kmsg.Request
 		}
 		// The client's limit is only ever compared with, never allocated by.
 		remaining := int(min(req.ResponsePartitionLimit, maxDescribePartitions))
-		node := c.s.opts.NodeID
+		nodes := c.nodes()
 		for _, e := range entries {
 			if remaining == 0 {
 				resp.NextCursor = &kmsg.DescribeTopicPartitionsResponseNextCursor{Topic: e.name}
@@ -152,8 +152,8 @@ func handleDescribeTopicPartitions(_ context.Context, c *conn, kreq kmsg.Request
 			for _, p := range parts[start:end] {
 				mp := kmsg.NewDescribeTopicPartitionsResponseTopicPartition()
 				mp.Partition = p.ID()
-				mp.LeaderID, mp.LeaderEpoch = node, 0
-				mp.Replicas, mp.ISR = []int32{node}, []int32{node}
+				mp.LeaderID, mp.LeaderEpoch, mp.ErrorCode = partitionLeader(p, nodes)
+				mp.Replicas, mp.ISR = replicas(mp.LeaderID), replicas(mp.LeaderID)
 				// Empty, not null: Kafka sends lists here.
 				mp.EligibleLeaderReplicas, mp.LastKnownELR = []int32{}, []int32{}
 				mt.Partitions = append(mt.Partitions, mp)

@@ -45,6 +45,10 @@ func errorCode(err error) int16 {
 		return kerr.CorruptMessage.Code
 	case errors.Is(err, batch.ErrUnsupported):
 		return kerr.UnsupportedForMessageFormat.Code
+	case errors.Is(err, engine.ErrNotLeader):
+		// Retriable: the client refreshes its metadata and goes to the
+		// new leader.
+		return kerr.NotLeaderForPartition.Code
 	case errors.Is(err, engine.ErrStorageUnavailable), errors.Is(err, context.DeadlineExceeded), errors.Is(err, engine.ErrClosed):
 		// Retriable: clients back off and try again.
 		return kerr.KafkaStorageError.Code

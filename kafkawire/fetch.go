@@ -106,6 +106,17 @@ func (c *conn) fetchOnce(ctx context.Context, req *kmsg.FetchRequest, parts [][]
 	budget := fetchLimit(req)
 	total := 0
 	failed := false
+	hints := &leaderHints{c: c}
+	defer func() {
+		if req.Version >= 16 {
+			// KIP-951: where the partitions that moved went.
+			for _, n := range hints.endpoints() {
+				resp.Brokers = append(resp.Brokers, kmsg.FetchResponseBroker{NodeID: n.id, Host: n.host, Port: n.port, Rack: n.rack})
+			}
+		} else {
+			clearFetchHints(resp)
+		}
+	}()
 	resp.Topics = make([]kmsg.FetchResponseTopic, len(req.Topics))
 	for ti := range req.Topics {
 		rt := &req.Topics[ti]
@@ -129,6 +140,14 @@ func (c *conn) fetchOnce(ctx context.Context, req *kmsg.FetchRequest, parts [][]
 				} else {
 					sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 				}
+				failed = true
+				continue
+			}
+			if code, leader, epoch := leaderCode(p, rq.CurrentLeaderEpoch); code != 0 {
+				// Fetch is served by the leader only; see README,
+				// "Several brokers".
+				sp.ErrorCode = code
+				sp.CurrentLeader.LeaderID, sp.CurrentLeader.LeaderEpoch = hints.hint(code, leader, epoch)
 				failed = true
 				continue
 			}
@@ -178,6 +197,16 @@ func (c *conn) fetchOnce(ctx context.Context, req *kmsg.FetchRequest, parts [][]
 	return resp, total, failed
 }
 
+// clearFetchHints takes CurrentLeader out of an answer whose version has
+// no such field (before v16): kmsg writes the tag on any flexible version.
+func clearFetchHints(resp *kmsg.FetchResponse) {
+	for ti := range resp.Topics {
+		for pi := range resp.Topics[ti].Partitions {
+			resp.Topics[ti].Partitions[pi].CurrentLeader = kmsg.NewFetchResponseTopicPartitionCurrentLeader()
+		}
+	}
+}
+
 // fetchBatches builds the record batches of a read. Kafka's byte limits
 // count batches as stored, compressed; korvet reads by uncompressed size,
 // so when what it read compresses well below the limit it reads on once,
@@ -224,6 +253,16 @@ func allCompressed(codecs []int8, n int) bool {
 	return true
 }
 
+// noLeaderEpoch is the partition leader epoch of the batches korvet
+// serves: unknown. A client keeps a batch's epoch as its position's epoch
+// and, after a leader change, asks OffsetForLeaderEpoch where that epoch
+// ends to detect a truncated log. korvet's log is never truncated (a
+// deposed leader cannot write, and every broker reads the same Redis), and
+// it does not record which epoch wrote each record: a wrong epoch could
+// make a client see loss where there is none, while an unknown one skips
+// a check that cannot fail here.
+const noLeaderEpoch = -1
+
 // buildBatches turns records into record batches: one per run of records
 // that came with the same compression, compressed again with it, so
 // consumers get the bandwidth savings their producers chose. codecs may be
@@ -242,7 +281,7 @@ func (s *Server) buildBatches(recs []record.Record, codecs []int8) ([]byte, erro
 			j++
 		}
 		var err error
-		out, err = enc.AppendBatch(out, recs[i:j], batch.BuildOptions{Compression: batch.Compression(codec)})
+		out, err = enc.AppendBatch(out, recs[i:j], batch.BuildOptions{Compression: batch.Compression(codec), PartitionLeaderEpoch: noLeaderEpoch})
 		if err != nil {
 			return nil, fmt.Errorf("build batch at offset %d: %w", recs[i].Offset, err)
 		}

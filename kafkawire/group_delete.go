@@ -13,10 +13,25 @@ func handleDeleteGroups(ctx context.Context, c *conn, kreq kmsg.Request) func() 
 	req := kreq.(*kmsg.DeleteGroupsRequest)
 	return func() kmsg.Response {
 		resp := req.ResponseKind().(*kmsg.DeleteGroupsResponse)
-		errs := c.s.eng.Groups().DeleteGroups(ctx, req.Groups)
-		for i, name := range req.Groups {
+		// Only the groups coordinated here are deleted here.
+		var ours []string
+		for _, name := range req.Groups {
+			if c.coordinates(name) == nil {
+				ours = append(ours, name)
+			}
+		}
+		errs := c.s.eng.Groups().DeleteGroups(ctx, ours)
+		i := 0
+		for _, name := range req.Groups {
 			sg := kmsg.NewDeleteGroupsResponseGroup()
-			sg.Group, sg.ErrorCode = name, groupErrorCode(errs[i])
+			sg.Group = name
+			if err := c.coordinates(name); err != nil {
+				sg.ErrorCode = groupErrorCode(err)
+				resp.Groups = append(resp.Groups, sg)
+				continue
+			}
+			sg.ErrorCode = groupErrorCode(errs[i])
+			i++
 			if code, ok := c.deleteShareGroup(ctx, name); ok {
 				sg.ErrorCode = code
 			}

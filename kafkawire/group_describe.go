@@ -29,9 +29,14 @@ func handleDescribeGroups(_ context.Context, c *conn, kreq kmsg.Request) func() 
 		for _, name := range req.Groups {
 			// An unknown group is described as Dead with no error, as
 			// Kafka does before v6.
-			d, _ := c.s.eng.Groups().Describe(name)
 			sg := kmsg.NewDescribeGroupsResponseGroup()
 			sg.Group = name
+			if err := c.coordinates(name); err != nil {
+				sg.ErrorCode = groupErrorCode(err)
+				resp.Groups = append(resp.Groups, sg)
+				continue
+			}
+			d, _ := c.s.eng.Groups().Describe(name)
 			if c.describeShareAsClassic(&sg) {
 				resp.Groups = append(resp.Groups, sg)
 				continue

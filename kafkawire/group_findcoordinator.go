@@ -2,6 +2,7 @@ package kafkawire
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -15,8 +16,9 @@ const (
 	coordinatorTransaction = 1
 )
 
-// handleFindCoordinator names this node as the coordinator of every
-// group. korvet has no transaction coordinator: transactional ids get a
+// handleFindCoordinator names the live broker that coordinates a group
+// (engine.Coordinator: a hash over the live brokers, which every broker
+// computes alike), at its address on this connection's listener. korvet has no transaction coordinator: transactional ids get a
 // non-retriable error, as InitProducerId does, so clients fail fast.
 func handleFindCoordinator(_ context.Context, c *conn, kreq kmsg.Request) func() kmsg.Response {
 	req := kreq.(*kmsg.FindCoordinatorRequest)
@@ -28,9 +30,17 @@ func handleFindCoordinator(_ context.Context, c *conn, kreq kmsg.Request) func()
 			co.Key = key
 			switch req.CoordinatorType {
 			case coordinatorGroup:
-				host, port := c.advertised()
-				co.NodeID, co.Host, co.Port = s.opts.NodeID, host, port
-				return co
+				id := s.eng.Coordinator(key)
+				b, live := s.eng.Broker(id)
+				n, reachable := c.nodeOf(b)
+				if live && reachable {
+					co.NodeID, co.Host, co.Port = n.id, n.host, n.port
+					return co
+				}
+				// Its lease is not seen yet, or it just went: the
+				// client asks again shortly.
+				co.ErrorCode = kerr.CoordinatorNotAvailable.Code
+				co.ErrorMessage = nonEmpty(fmt.Sprintf("the coordinator of group %q, broker %d, is not live", key, id))
 			case coordinatorTransaction:
 				co.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
 				co.ErrorMessage = nonEmpty("korvet does not support transactions")

@@ -42,7 +42,11 @@ func handleJoinGroup(ctx context.Context, c *conn, kreq kmsg.Request) func() kms
 		}
 		pctx, cancel := c.s.parkContext(ctx)
 		defer cancel()
-		res, err := c.s.eng.Groups().Join(pctx, jr)
+		var res group.JoinResult
+		err := c.coordinates(req.Group)
+		if err == nil {
+			res, err = c.s.eng.Groups().Join(pctx, jr)
+		}
 		if err != nil {
 			c.s.log.Debug("join group", "group", req.Group, "member", req.MemberID, "client", clientID, "err", err)
 		}

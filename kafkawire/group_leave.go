@@ -21,7 +21,11 @@ func handleLeaveGroup(_ context.Context, c *conn, kreq kmsg.Request) func() kmsg
 		for _, m := range req.Members {
 			leaving = append(leaving, group.LeaveMember{MemberID: m.MemberID, InstanceID: deref(m.InstanceID), Reason: deref(m.Reason)})
 		}
-		errs, err := c.s.eng.Groups().Leave(req.Group, leaving)
+		var errs []error
+		err := c.coordinates(req.Group)
+		if err == nil {
+			errs, err = c.s.eng.Groups().Leave(req.Group, leaving)
+		}
 		resp := req.ResponseKind().(*kmsg.LeaveGroupResponse)
 		resp.ErrorCode = groupErrorCode(err)
 		if err != nil {

@@ -10,7 +10,7 @@ import (
 	"github.com/korvet/korvet/engine/auth"
 )
 
-// handleListGroups lists every group; v4+ may filter by state, v5+ by
+// handleListGroups lists every group this broker coordinates; v4+ may filter by state, v5+ by
 // type ("classic", "consumer" (KIP-848) or "share" (KIP-932)),
 // case-insensitively as Kafka.
 func handleListGroups(_ context.Context, c *conn, kreq kmsg.Request) func() kmsg.Response {
@@ -29,6 +29,9 @@ func handleListGroups(_ context.Context, c *conn, kreq kmsg.Request) func() kmsg
 			resp.Groups = append(resp.Groups, sg)
 		}
 		c.listShareGroups(req, resp)
+		// Each broker lists the groups it coordinates, as Kafka's do:
+		// clients ask every broker and merge.
+		resp.Groups = slices.DeleteFunc(resp.Groups, func(g kmsg.ListGroupsResponseGroup) bool { return c.coordinates(g.Group) != nil })
 		return resp
 	}
 }

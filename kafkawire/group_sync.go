@@ -30,7 +30,11 @@ func handleSyncGroup(ctx context.Context, c *conn, kreq kmsg.Request) func() kms
 		}
 		pctx, cancel := c.s.parkContext(ctx)
 		defer cancel()
-		res, err := c.s.eng.Groups().Sync(pctx, sr)
+		var res group.SyncResult
+		err := c.coordinates(req.Group)
+		if err == nil {
+			res, err = c.s.eng.Groups().Sync(pctx, sr)
+		}
 		if err != nil {
 			c.s.log.Debug("sync group", "group", req.Group, "member", req.MemberID, "err", err)
 		}

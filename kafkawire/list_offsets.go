@@ -42,6 +42,16 @@ func handleListOffsets(ctx context.Context, c *conn, kreq kmsg.Request) func() k
 					continue
 				}
 				p := t.Partition(rq.Partition)
+				code, _, epoch := leaderCode(p, rq.CurrentLeaderEpoch)
+				if code != 0 {
+					sp.ErrorCode = code
+					continue
+				}
+				// The current epoch, for every answer: an offset listed
+				// now is at most the log end, so the epoch's end (what a
+				// client checks it against after a move) is never below
+				// it.
+				sp.LeaderEpoch = epoch
 				var err error
 				switch rq.Timestamp {
 				case listLatest:

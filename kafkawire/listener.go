@@ -13,6 +13,11 @@ import (
 // back to the TLS port).
 type Listener struct {
 	net.Listener
+	// Name is the listener's name among each broker's registered
+	// listeners: ListenerPlaintext or ListenerTLS; empty means the one
+	// that fits TLS. A client connected here is sent to other brokers on
+	// their listener of the same name.
+	Name string
 	// TLS, when set, makes this a TLS listener (see TLSConfig).
 	TLS *tls.Config
 	// SASL lists the mechanisms offered (MechPlain, MechScramSHA256,
@@ -25,6 +30,12 @@ type Listener struct {
 	AdvertisedHost string
 	AdvertisedPort int32
 }
+
+// Listener names: kafka.listen and kafka.tls, as brokers register them.
+const (
+	ListenerPlaintext = "PLAINTEXT"
+	ListenerTLS       = "TLS"
+)
 
 // listener is a Listener being served.
 type listener struct {
@@ -46,6 +57,12 @@ func (s *Server) listeners(ls []Listener) ([]*listener, error) {
 			return nil, errors.New("listener without a net.Listener")
 		}
 		sl := &listener{Listener: l}
+		if sl.Name == "" {
+			sl.Name = ListenerPlaintext
+			if l.TLS != nil {
+				sl.Name = ListenerTLS
+			}
+		}
 		for _, m := range l.SASL {
 			switch {
 			case !ValidMechanism(m):

@@ -17,17 +17,19 @@ func handleMetadata(ctx context.Context, c *conn, kreq kmsg.Request) func() kmsg
 		s := c.s
 		eng := s.eng
 		resp := req.ResponseKind().(*kmsg.MetadataResponse)
-		host, port := c.advertised()
-		resp.Brokers = []kmsg.MetadataResponseBroker{{NodeID: s.opts.NodeID, Host: host, Port: port}}
+		nodes := c.nodes()
+		for _, n := range nodes {
+			resp.Brokers = append(resp.Brokers, kmsg.MetadataResponseBroker{NodeID: n.id, Host: n.host, Port: n.port, Rack: n.rack})
+		}
 		cid := eng.ClusterID()
 		resp.ClusterID = &cid
-		resp.ControllerID = s.opts.NodeID
+		resp.ControllerID = controllerID(nodes)
 		// v0 has no way to ask for all topics but an empty list; later
 		// versions use a null list.
 		all := req.Topics == nil || req.Version == 0 && len(req.Topics) == 0
 		if all {
 			for _, t := range eng.Topics() {
-				resp.Topics = append(resp.Topics, c.topicMetadata(t, req))
+				resp.Topics = append(resp.Topics, c.topicMetadata(t, req, nodes))
 			}
 			return resp
 		}
@@ -73,26 +75,24 @@ func handleMetadata(ctx context.Context, c *conn, kreq kmsg.Request) func() kmsg
 				resp.Topics = append(resp.Topics, mt)
 				continue
 			}
-			resp.Topics = append(resp.Topics, c.topicMetadata(t, req))
+			resp.Topics = append(resp.Topics, c.topicMetadata(t, req, nodes))
 		}
 		return resp
 	}
 }
 
-func (c *conn) topicMetadata(t *engine.Topic, req *kmsg.MetadataRequest) kmsg.MetadataResponseTopic {
+func (c *conn) topicMetadata(t *engine.Topic, req *kmsg.MetadataRequest, nodes []node) kmsg.MetadataResponseTopic {
 	mt := kmsg.NewMetadataResponseTopic()
 	name := t.Name()
 	mt.Topic = &name
 	mt.TopicID = t.ID()
 	mt.IsInternal = t.Internal()
-	node := c.s.opts.NodeID
 	for _, p := range t.Partitions() {
 		mp := kmsg.NewMetadataResponseTopicPartition()
 		mp.Partition = p.ID()
-		mp.Leader = node
-		mp.LeaderEpoch = 0
-		mp.Replicas = []int32{node}
-		mp.ISR = []int32{node}
+		mp.Leader, mp.LeaderEpoch, mp.ErrorCode = partitionLeader(p, nodes)
+		mp.Replicas = replicas(mp.Leader)
+		mp.ISR = replicas(mp.Leader)
 		mt.Partitions = append(mt.Partitions, mp)
 	}
 	if req.IncludeTopicAuthorizedOperations {

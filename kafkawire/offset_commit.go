@@ -52,10 +52,12 @@ func handleOffsetCommit(ctx context.Context, c *conn, kreq kmsg.Request) func() 
 			return resp
 		}
 		var errs []error
-		var err error
-		if eng.IsShareGroup(req.Group) {
+		err := c.coordinates(req.Group)
+		switch {
+		case err != nil:
+		case eng.IsShareGroup(req.Group):
 			err = errShareGroupID // one namespace for all group types, as Kafka
-		} else {
+		default:
 			errs, err = eng.Groups().Commit(ctx, cr)
 		}
 		if err != nil {

@@ -38,7 +38,11 @@ func handleOffsetDelete(ctx context.Context, c *conn, kreq kmsg.Request) func() 
 				where = append(where, sp)
 			}
 		}
-		errs, err := eng.Groups().DeleteOffsets(ctx, req.Group, parts, consumerTopics)
+		var errs []error
+		err := c.coordinates(req.Group)
+		if err == nil {
+			errs, err = eng.Groups().DeleteOffsets(ctx, req.Group, parts, consumerTopics)
+		}
 		if err != nil {
 			resp.ErrorCode = groupErrorCode(err)
 			return resp

@@ -32,7 +32,10 @@ func handleOffsetFetch(ctx context.Context, c *conn, kreq kmsg.Request) func() k
 				}
 				// v9+: a consumer group member says who it is (KIP-848).
 				var got []group.PartitionCommit
-				err := c.s.eng.Groups().ValidateFetchMember(rg.Group, deref(rg.MemberID), rg.MemberEpoch)
+				err := c.coordinates(rg.Group)
+				if err == nil {
+					err = c.s.eng.Groups().ValidateFetchMember(rg.Group, deref(rg.MemberID), rg.MemberEpoch)
+				}
 				if err == nil {
 					got, err = c.s.eng.Groups().Fetch(ctx, rg.Group, parts)
 				}
@@ -62,7 +65,11 @@ func handleOffsetFetch(ctx context.Context, c *conn, kreq kmsg.Request) func() k
 				}
 			}
 		}
-		got, err := c.s.eng.Groups().Fetch(ctx, req.Group, parts)
+		var got []group.PartitionCommit
+		err := c.coordinates(req.Group)
+		if err == nil {
+			got, err = c.s.eng.Groups().Fetch(ctx, req.Group, parts)
+		}
 		code := groupErrorCode(err)
 		if err != nil && req.Version < 2 {
 			// No top-level error before v2: every partition carries it.

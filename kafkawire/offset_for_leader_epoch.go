@@ -9,8 +9,12 @@ import (
 	"github.com/korvet/korvet/engine/auth"
 )
 
-// handleOffsetForLeaderEpoch: korvet's leader epoch is always 0, so the
-// end of epoch 0 is the high watermark and later epochs are unknown.
+// handleOffsetForLeaderEpoch answers, on the partition's leader, where a
+// leader epoch ends (the largest epoch not above the one asked for, from
+// the partition's epoch history in Redis; the log end for the current
+// epoch), after the same leader and epoch checks as Fetch. An epoch older
+// than the history kept answers -1, -1: clients then reset as after an
+// out-of-range fetch.
 func handleOffsetForLeaderEpoch(_ context.Context, c *conn, kreq kmsg.Request) func() kmsg.Response {
 	req := kreq.(*kmsg.OffsetForLeaderEpochRequest)
 	return func() kmsg.Response {
@@ -26,10 +30,10 @@ func handleOffsetForLeaderEpoch(_ context.Context, c *conn, kreq kmsg.Request) f
 				switch {
 				case p == nil:
 					sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
-				case rp.CurrentLeaderEpoch > 0:
-					sp.ErrorCode = kerr.UnknownLeaderEpoch.Code
-				case rp.LeaderEpoch == 0:
-					sp.LeaderEpoch, sp.EndOffset = 0, p.HighWatermark()
+				default:
+					if sp.ErrorCode, _, _ = leaderCode(p, rp.CurrentLeaderEpoch); sp.ErrorCode == 0 {
+						sp.LeaderEpoch, sp.EndOffset = p.EpochEnd(rp.LeaderEpoch)
+					}
 				}
 				st.Partitions = append(st.Partitions, sp)
 			}

@@ -44,6 +44,7 @@ func handleProduce(ctx context.Context, c *conn, kreq kmsg.Request) func() kmsg.
 	left := budget
 	dups := duplicatePartitions(req)
 	var waits []produceWait
+	hints := &leaderHints{c: c}
 	resp.Topics = make([]kmsg.ProduceResponseTopic, len(req.Topics))
 	for ti := range req.Topics {
 		rt := &req.Topics[ti]
@@ -92,6 +93,13 @@ func handleProduce(ctx context.Context, c *conn, kreq kmsg.Request) func() kmsg.
 				rp.ErrorMessage = errMsg(fmt.Errorf("%s is internal: clients cannot write to it", t.Name()))
 				continue
 			}
+			if code, leader, epoch := leaderCode(p, -1); code != 0 {
+				// Not decoded: the client sends it again to the leader.
+				rp.ErrorCode = code
+				rp.ErrorMessage = errMsg(fmt.Errorf("broker %d does not lead partition %d of topic %s (leader %d, epoch %d)", eng.NodeID(), rq.Partition, t.Name(), leader, epoch))
+				rp.CurrentLeader.LeaderID, rp.CurrentLeader.LeaderEpoch = hints.hint(code, leader, epoch)
+				continue
+			}
 			if max := t.MaxMessageBytes(); int64(len(rq.Records)) > max+61 {
 				// A lone record batch may be up to max.message.bytes plus
 				// its header, as in Kafka.
@@ -130,14 +138,39 @@ func handleProduce(ctx context.Context, c *conn, kreq kmsg.Request) func() kmsg.
 			} else {
 				w.rp.ErrorCode = errorCode(err)
 				w.rp.ErrorMessage = errMsg(err)
+				if errors.Is(err, engine.ErrNotLeader) {
+					// Fenced while queued: none of it was written.
+					leader, epoch := w.p.Leader()
+					w.rp.CurrentLeader.LeaderID, w.rp.CurrentLeader.LeaderEpoch = hints.hint(w.rp.ErrorCode, leader, epoch)
+				}
 			}
 			w.rp.LogStartOffset = w.p.LogStart()
 			c.s.decoders.Put(w.dec)
+		}
+		if req.Version >= 10 {
+			// KIP-951: where the partitions that moved went, so that the
+			// client retries there without a metadata round trip.
+			for _, n := range hints.endpoints() {
+				resp.Brokers = append(resp.Brokers, kmsg.ProduceResponseBroker{NodeID: n.id, Host: n.host, Port: n.port, Rack: n.rack})
+			}
+		} else {
+			clearProduceHints(resp)
 		}
 		if req.Acks == 0 {
 			return nil
 		}
 		return resp
+	}
+}
+
+// clearProduceHints takes CurrentLeader out of an answer whose version
+// has no such field (before v10): kmsg writes the tag on any flexible
+// version.
+func clearProduceHints(resp *kmsg.ProduceResponse) {
+	for ti := range resp.Topics {
+		for pi := range resp.Topics[ti].Partitions {
+			resp.Topics[ti].Partitions[pi].CurrentLeader = kmsg.NewProduceResponseTopicPartitionCurrentLeader()
+		}
 	}
 }
 

@@ -54,6 +54,7 @@ func handleShareAcknowledge(ctx context.Context, c *conn, kreq kmsg.Request) fun
 				}
 			}
 		}
+		hints := &leaderHints{c: c}
 		for _, pr := range parts {
 			n := len(resp.Topics)
 			if n == 0 || resp.Topics[n-1].TopicID != pr.tp.TopicID {
@@ -65,7 +66,14 @@ func handleShareAcknowledge(ctx context.Context, c *conn, kreq kmsg.Request) fun
 			sp := kmsg.NewShareAcknowledgeResponseTopicPartition()
 			sp.Partition, sp.ErrorCode, sp.ErrorMessage = pr.tp.Partition, pr.ackCode, pr.ackMsg
 			sp.CurrentLeader.LeaderID, sp.CurrentLeader.LeaderEpoch = -1, -1
+			if p := c.sharePartition(pr.tp); p != nil {
+				leader, epoch := p.Leader()
+				sp.CurrentLeader.LeaderID, sp.CurrentLeader.LeaderEpoch = hints.hint(pr.ackCode, leader, epoch)
+			}
 			resp.Topics[n-1].Partitions = append(resp.Topics[n-1].Partitions, sp)
+		}
+		for _, n := range hints.endpoints() {
+			resp.NodeEndpoints = append(resp.NodeEndpoints, kmsg.ShareAcknowledgeResponseNodeEndpoint{NodeID: n.id, Host: n.host, Port: n.port, Rack: n.rack})
 		}
 		return resp
 	}

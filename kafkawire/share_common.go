@@ -75,7 +75,8 @@ func shareErrorCode(err error) int16 {
 	case errors.Is(err, share.ErrGroupNotFound), errors.Is(err, engine.ErrGroupExists):
 		return kerr.GroupIDNotFound.Code
 	}
-	return errorCode(err)
+	// The coordinator's errors (NOT_COORDINATOR, ...) and the engine's.
+	return groupErrorCode(err)
 }
 
 func toAckBatches[B any](in []B, get func(*B) (int64, int64, []int8)) []share.AckBatch {

@@ -166,6 +166,10 @@ func handleShareFetch(ctx context.Context, c *conn, kreq kmsg.Request) func() km
 				errs[tp] = topicDenied
 			case t.Partition(tp.Partition) == nil:
 				errs[tp] = kerr.UnknownTopicOrPartition.Code
+			case !t.Partition(tp.Partition).IsLeader():
+				// Records are acquired on the partition's leader only,
+				// as in Kafka: the client moves the partition there.
+				errs[tp] = kerr.NotLeaderForPartition.Code
 			default:
 				targets = append(targets, target{tp, t.Partition(tp.Partition)})
 			}
@@ -232,10 +236,18 @@ func handleShareFetch(ctx context.Context, c *conn, kreq kmsg.Request) func() km
 				break
 			}
 		}
+		hints := &leaderHints{c: c}
 		for tp, code := range errs {
 			sp := newSharePartition(tp.Partition)
 			sp.ErrorCode = code
+			if p := c.sharePartition(tp); p != nil {
+				leader, epoch := p.Leader()
+				sp.CurrentLeader.LeaderID, sp.CurrentLeader.LeaderEpoch = hints.hint(code, leader, epoch)
+			}
 			got[tp] = &sp
+		}
+		for _, n := range hints.endpoints() {
+			resp.NodeEndpoints = append(resp.NodeEndpoints, kmsg.ShareFetchResponseNodeEndpoint{NodeID: n.id, Host: n.host, Port: n.port, Rack: n.rack})
 		}
 		if req.ShareSessionEpoch == 0 {
 			// The first answer of a session lists every partition.
@@ -323,6 +335,10 @@ func (c *conn) shareAck(ctx context.Context, group, member string, parts []*shar
 		}
 		if !c.authorize(auth.OpRead, auth.ResTopic, p.Topic().Name()) {
 			pr.ackCode = topicDenied
+			continue
+		}
+		if !p.IsLeader() {
+			pr.ackCode = kerr.NotLeaderForPartition.Code
 			continue
 		}
 		runs, err := share.ParseAcks(pr.acks, maxShareAckOffsets, maxType)

@@ -23,6 +23,10 @@ func handleShareGroupHeartbeat(ctx context.Context, c *conn, kreq kmsg.Request) 
 			resp.ErrorCode = kerr.InvalidRequest.Code
 			return resp
 		}
+		if err := c.coordinates(req.GroupID); err != nil {
+			resp.ErrorCode, resp.ErrorMessage = groupErrorCode(err), errMsg(err)
+			return resp
+		}
 		res, err := c.s.eng.ShareHeartbeat(ctx, share.HeartbeatRequest{
 			Group: req.GroupID, MemberID: req.MemberID, MemberEpoch: req.MemberEpoch,
 			Rack: req.RackID, Topics: req.SubscribedTopicNames, ClientID: clientID, Host: host,

@@ -20,6 +20,11 @@ func handleDescribeShareGroupOffsets(ctx context.Context, c *conn, kreq kmsg.Req
 		for _, rg := range req.Groups {
 			sg := kmsg.NewDescribeShareGroupOffsetsResponseGroup()
 			sg.GroupID = rg.GroupID
+			if err := c.coordinates(rg.GroupID); err != nil {
+				sg.ErrorCode, sg.ErrorMessage = groupErrorCode(err), errMsg(err)
+				resp.Groups = append(resp.Groups, sg)
+				continue
+			}
 			if !eng.IsShareGroup(rg.GroupID) {
 				sg.ErrorCode = kerr.GroupIDNotFound.Code
 				resp.Groups = append(resp.Groups, sg)
@@ -112,6 +117,10 @@ func handleAlterShareGroupOffsets(ctx context.Context, c *conn, kreq kmsg.Reques
 	return func() kmsg.Response {
 		eng := c.s.eng
 		resp := req.ResponseKind().(*kmsg.AlterShareGroupOffsetsResponse)
+		if err := c.coordinates(req.GroupID); err != nil {
+			resp.ErrorCode, resp.ErrorMessage = groupErrorCode(err), errMsg(err)
+			return resp
+		}
 		if eng.Groups().Exists(req.GroupID) {
 			resp.ErrorCode = kerr.GroupIDNotFound.Code
 			return resp
@@ -166,6 +175,10 @@ func handleDeleteShareGroupOffsets(ctx context.Context, c *conn, kreq kmsg.Reque
 	return func() kmsg.Response {
 		eng := c.s.eng
 		resp := req.ResponseKind().(*kmsg.DeleteShareGroupOffsetsResponse)
+		if err := c.coordinates(req.GroupID); err != nil {
+			resp.ErrorCode, resp.ErrorMessage = groupErrorCode(err), errMsg(err)
+			return resp
+		}
 		if !eng.IsShareGroup(req.GroupID) {
 			resp.ErrorCode = kerr.GroupIDNotFound.Code
 			return resp

@@ -48,6 +48,11 @@ var (
 	descTierBack   = desc("korvet_tiering_backlog_segments", "Sealed segments waiting to be archived.")
 	descTierBytes  = desc("korvet_tiering_backlog_bytes", "Bytes of the segments waiting to be archived.")
 	descTierErrors = desc("korvet_tiering_errors_total", "Archiving errors since start.")
+	descBrokers    = desc("korvet_brokers_live", "Live brokers on this Redis and keyspace, this one included.")
+	descLed        = desc("korvet_partitions_led", "Partitions this broker leads.")
+	descEpoch      = desc("korvet_partition_leader_epoch", "The partition's leader epoch as this broker last saw it.", "topic", "partition")
+	descMoves      = desc("korvet_leadership_moves_total", "Partition leadership moves (in the whole cluster) this broker has heard of since it started.")
+	descCoord      = desc("korvet_groups_coordinated", "Stored consumer and share groups this broker coordinates.")
 )
 
 func desc(name, help string, labels ...string) *prometheus.Desc {
@@ -63,7 +68,8 @@ type engineCollector struct {
 func (c *engineCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descBuild, descStart, descConns, descTopics, descHW, descLogStart, descPartBytes,
 		descGroupLag, descGroupMemb, descRedisUp, descRedisRTT, descRedisMem, descRedisMax, descRedisAOF,
-		descIndexOpen, descIndexKeys, descIndexSize, descIndexLag, descTierBack, descTierBytes, descTierErrors} {
+		descIndexOpen, descIndexKeys, descIndexSize, descIndexLag, descTierBack, descTierBytes, descTierErrors,
+		descBrokers, descLed, descEpoch, descMoves, descCoord} {
 		ch <- d
 	}
 }
@@ -90,7 +96,15 @@ func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
 			gauge(descHW, float64(p.HighWatermark()), t.Name(), part)
 			gauge(descLogStart, float64(p.LogStart()), t.Name(), part)
 			counter(descPartBytes, float64(p.Bytes()), t.Name(), part)
+			_, epoch := p.Leader()
+			gauge(descEpoch, float64(epoch), t.Name(), part)
 		}
+	}
+	gauge(descBrokers, float64(len(s.eng.Brokers())))
+	gauge(descLed, float64(s.partitionsLed()[s.eng.NodeID()]))
+	counter(descMoves, float64(s.leaderMoves.Load()))
+	if groups, err := s.groupsCoordinated(ctx); err == nil {
+		gauge(descCoord, float64(groups[s.eng.NodeID()]))
 	}
 
 	for _, g := range s.groups.List() {

@@ -12,6 +12,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -93,6 +94,8 @@ type server struct {
 	// comparison constant-time whatever the lengths.
 	adminHash *[32]byte
 	logins    *loginCache
+	// leaderMoves counts leader events (korvet_leadership_moves_total).
+	leaderMoves atomic.Int64
 }
 
 // New returns korvet's HTTP handler.
@@ -104,6 +107,7 @@ func New(eng *engine.Engine, opts Options) http.Handler {
 	if s.log == nil {
 		s.log = slog.Default()
 	}
+	s.countLeaderMoves(eng)
 	if opts.AdminToken != "" {
 		h := sha256.Sum256([]byte(opts.AdminToken))
 		s.adminHash = &h
@@ -116,6 +120,7 @@ func New(eng *engine.Engine, opts Options) http.Handler {
 
 	mux.HandleFunc("GET /api/v1/status", s.apiStatus)
 	mux.HandleFunc("GET /api/v1/topics", s.apiTopics)
+	mux.HandleFunc("GET /api/v1/brokers", s.apiBrokers)
 	mux.HandleFunc("GET /api/v1/groups", s.apiGroups)
 	mux.HandleFunc("GET /api/v1/share-groups", s.apiShareGroups)
 	mux.HandleFunc("POST /api/v1/index/rebuild", s.admin(s.apiIndexRebuild))

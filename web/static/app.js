@@ -268,6 +268,26 @@
     }));
   }
 
+  // renderBrokers shows every live broker on this Redis; "this one" is
+  // the broker serving the page.
+  function renderBrokers(bl) {
+    const brokers = bl.brokers;
+    $("brokers-count").textContent = brokers.length;
+    const body = $("brokers-body");
+    if (brokers.length === 0) {
+      body.replaceChildren(h("tr", null, h("td", { class: "empty", colSpan: 7 }, "No live broker registered yet.")));
+      return;
+    }
+    body.replaceChildren(...brokers.map((b) => h("tr", { "data-node": b.node_id },
+      h("td", { class: "name" }, String(b.node_id), b.self ? h("span", { class: "muted" }, " this one") : null),
+      h("td", null, h("div", { class: "parts" }, b.listeners.map((l) => h("span", null, h("b", null, l.name), " " + l.host + ":" + l.port)))),
+      h("td", null, b.rack || "—"),
+      h("td", { class: "num", "data-field": "lease-age" }, b.lease_age_seconds.toFixed(1) + " s"),
+      h("td", { title: b.started }, fmtAgo(new Date(b.started))),
+      h("td", { class: "num", "data-field": "led" }, fmtInt(b.partitions_led)),
+      h("td", { class: "num", "data-field": "coordinated", title: bl.error || "" }, b.groups_coordinated === undefined ? "?" : fmtInt(b.groups_coordinated)))));
+  }
+
   const stateKind = { Stable: "ok", Empty: "", Dead: "bad", PreparingRebalance: "warn", CompletingRebalance: "warn", Assigning: "warn", Reconciling: "warn" };
 
   // memberLines shows a consumer group's (KIP-848) members: client, epoch,
@@ -370,13 +390,14 @@
   async function refresh() {
     clearTimeout(timer);
     try {
-      const [st, topics, groups, shareGroups] = await Promise.all([getJSON("/api/v1/status"), getJSON("/api/v1/topics"), getJSON("/api/v1/groups"), getJSON("/api/v1/share-groups")]);
+      const [st, brokers, topics, groups, shareGroups] = await Promise.all([getJSON("/api/v1/status"), getJSON("/api/v1/brokers"), getJSON("/api/v1/topics"), getJSON("/api/v1/groups"), getJSON("/api/v1/share-groups")]);
       sample(st);
       lastStatus = st;
       renderHeader(st);
       renderBroker(st);
       renderRedis(st);
       renderRates(st);
+      renderBrokers(brokers);
       renderTopics(topics);
       renderGroups(groups);
       renderShareGroups(shareGroups);
