@@ -24,16 +24,25 @@ import (
 // Several brokers over one Redis, in one test process: each its own engine
 // (node ids 1, 2, 3) and Kafka server on its own loopback port.
 
-// startCluster starts n brokers on one redis-server and waits until each
-// sees all of them. While engine membership is the single-broker stub of
-// the issue 14 contract (each engine sees itself only), it skips: these
-// tests need the real registry.
-func startCluster(t *testing.T, n int, opts engine.Options) []*broker {
+// startCluster starts n brokers on one redis-server, with topics (name:
+// partitions) created on the first before the others open (so each loads
+// them from Redis), and waits until each sees all of them. While engine
+// membership is the single-broker stub of the issue 14 contract (each
+// engine sees itself only), it skips: these tests need the real registry.
+func startCluster(t *testing.T, n int, opts engine.Options, topics map[string]int32) []*broker {
 	t.Helper()
 	r := testbed.StartRedis(t)
 	bs := make([]*broker, n)
 	for i := range bs {
 		bs[i] = startClusterBroker(t, r, int32(i+1), opts)
+		if i > 0 {
+			continue
+		}
+		for name, partitions := range topics {
+			if _, err := bs[0].eng.CreateTopic(context.Background(), name, partitions, nil, false); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for {
@@ -89,7 +98,12 @@ func startClusterBroker(t *testing.T, r *testbed.Redis, id int32, opts engine.Op
 // ask sends req on a new connection to addr and returns the answer.
 func ask(t *testing.T, addr string, req kmsg.Request) kmsg.Response {
 	t.Helper()
-	c := rawConn(t, addr)
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
 	if _, err := c.Write(request(1, req)); err != nil {
 		t.Fatal(err)
 	}
@@ -189,8 +203,7 @@ func mapsEqual(a, b map[int32][2]int32) bool {
 // lowest node id as controller, and the same leaders with replicas = ISR =
 // the leader; DescribeCluster agrees.
 func TestClusterMetadata(t *testing.T) {
-	bs := startCluster(t, 3, engine.Options{})
-	createTopic(t, bs[0], "spread", 6)
+	bs := startCluster(t, 3, engine.Options{}, map[string]int32{"spread": 6})
 	settledLeaders(t, bs, "spread", 6)
 	wantBrokers := make([]kmsg.MetadataResponseBroker, len(bs))
 	for i, b := range bs {
@@ -237,8 +250,7 @@ func TestClusterMetadata(t *testing.T) {
 // record comes back byte-exact and in order per partition, read through
 // another broker as seed.
 func TestClusterProduceConsume(t *testing.T) {
-	bs := startCluster(t, 3, engine.Options{})
-	createTopic(t, bs[0], "routed", 6)
+	bs := startCluster(t, 3, engine.Options{}, map[string]int32{"routed": 6})
 	settledLeaders(t, bs, "routed", 6)
 	ctx := ctxT(t, 60*time.Second)
 	prod := bs[0].client(kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordPartitioner(kgo.ManualPartitioner()))
@@ -304,8 +316,7 @@ func fetchReq(version int16, topic string, id [16]byte, partition, currentEpoch 
 // NOT_LEADER_OR_FOLLOWER, naming the leader (KIP-951) where the version
 // can; the leader checks the client's current leader epoch.
 func TestClusterLeaderOnly(t *testing.T) {
-	bs := startCluster(t, 3, engine.Options{})
-	createTopic(t, bs[0], "led", 3)
+	bs := startCluster(t, 3, engine.Options{}, map[string]int32{"led": 3})
 	ls := settledLeaders(t, bs, "led", 3)
 	le := ls[0]
 	leader, epoch := bs[le[0]-1], le[1]
@@ -419,8 +430,7 @@ func TestClusterLeaderOnly(t *testing.T) {
 // each group, at its address; the group APIs on any other broker answer
 // NOT_COORDINATOR, and each broker lists only the groups it coordinates.
 func TestClusterCoordinators(t *testing.T) {
-	bs := startCluster(t, 3, engine.Options{AutoCreateTopics: true})
-	createTopic(t, bs[0], "commits", 1)
+	bs := startCluster(t, 3, engine.Options{}, map[string]int32{"commits": 1})
 	var groups []string
 	for i := range 12 {
 		groups = append(groups, fmt.Sprintf("group-%d", i))
@@ -474,6 +484,44 @@ func TestClusterCoordinators(t *testing.T) {
 			}
 		}
 	}
+	// Share groups too: created on their coordinators, known to every
+	// broker (share groups reach the others through events), listed by
+	// their coordinator only.
+	var shareGroups []string
+	for i := range 6 {
+		g := fmt.Sprintf("share-%d", i)
+		shareGroups = append(shareGroups, g)
+		co := findCoordinator(t, bs[0], g)
+		req := kmsg.NewPtrAlterShareGroupOffsetsRequest()
+		req.GroupID = g
+		rt := kmsg.NewAlterShareGroupOffsetsRequestTopic()
+		rt.Topic = "commits"
+		rp := kmsg.NewAlterShareGroupOffsetsRequestTopicPartition()
+		rp.Partition, rp.StartOffset = 0, 0
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		for _, b := range bs {
+			r := ask(t, b.addr, req).(*kmsg.AlterShareGroupOffsetsResponse)
+			want := kerr.NotCoordinator.Code
+			if b.eng.NodeID() == co {
+				want = 0
+			}
+			if r.ErrorCode != want {
+				t.Fatalf("AlterShareGroupOffsets of %s on %d (coordinator %d): error %d, want %d", g, b.eng.NodeID(), co, r.ErrorCode, want)
+			}
+		}
+		coord[g] = co
+	}
+	testbed.WaitFor(t, 10*time.Second, "every broker knows the share groups", func() bool {
+		for _, b := range bs {
+			for _, g := range shareGroups {
+				if !b.eng.IsShareGroup(g) {
+					return false
+				}
+			}
+		}
+		return true
+	})
 	// ListGroups: each broker its own, together all.
 	var listed []string
 	for _, b := range bs {
@@ -487,9 +535,22 @@ func TestClusterCoordinators(t *testing.T) {
 		}
 	}
 	slices.Sort(listed)
-	if !slices.Equal(listed, sortedCopy(groups)) {
-		t.Errorf("the brokers list %v together, want %v", listed, groups)
+	if all := sortedCopy(append(slices.Clone(groups), shareGroups...)); !slices.Equal(listed, all) {
+		t.Errorf("the brokers list %v together, want %v", listed, all)
 	}
+}
+
+// findCoordinator asks b for group's coordinator.
+func findCoordinator(t *testing.T, b *broker, group string) int32 {
+	t.Helper()
+	req := kmsg.NewPtrFindCoordinatorRequest()
+	req.Version = 4
+	req.CoordinatorKeys = []string{group}
+	co := ask(t, b.addr, req).(*kmsg.FindCoordinatorResponse).Coordinators[0]
+	if co.ErrorCode != 0 {
+		t.Fatalf("FindCoordinator %s: %+v", group, co)
+	}
+	return co.NodeID
 }
 
 func sortedCopy(s []string) []string {

@@ -81,18 +81,28 @@ func TestAPIBrokersCluster(t *testing.T) {
 		eng, _ := enginetest.Open(t, r, engine.Options{NodeID: id, Logger: quiet, GroupInitialRebalanceDelay: -1,
 			Listeners: []engine.ListenerAddr{{Name: "PLAINTEXT", Host: "127.0.0.1", Port: 9090 + id}}})
 		engs = append(engs, eng)
+		if id == 1 {
+			// Before the others open, so that each loads it.
+			fill(t, eng, "orders", 6, 1, "", 0)
+		}
 	}
 	deadline := time.Now().Add(5 * time.Second)
-	for slices.ContainsFunc(engs, func(e *engine.Engine) bool { return len(e.Brokers()) != 3 }) {
+	for {
+		seen := make([]int, len(engs))
+		for i, e := range engs {
+			seen[i] = len(e.Brokers())
+		}
+		if !slices.ContainsFunc(seen, func(n int) bool { return n != 3 }) {
+			break
+		}
 		if time.Now().After(deadline) {
-			if !slices.ContainsFunc(engs, func(e *engine.Engine) bool { return len(e.Brokers()) != 1 }) {
+			if !slices.ContainsFunc(seen, func(n int) bool { return n != 1 }) {
 				t.Skip("every engine sees only itself: engine membership (engine/brokers.go) is still the single-broker stub")
 			}
-			t.Fatal("the three engines do not all see each other")
+			t.Fatalf("the three engines see %v brokers, want 3 each", seen)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	fill(t, engs[0], "orders", 6, 1, "", 0)
 	ctx := context.Background()
 	for _, g := range []string{"a", "b", "c", "d", "e", "f"} {
 		// Stored through the engine that coordinates each group.
