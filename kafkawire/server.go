@@ -18,6 +18,9 @@
 //     share is in group_common.go, acl_common.go and configs.go;
 //     error_codes.go turns engine errors into Kafka error codes.
 //   - listener.go, tls.go, sasl.go: listeners and their security.
+//   - cluster.go: several brokers over one Redis: what a connection is
+//     told of the others, the partition leader checks, and the group
+//     coordinator check of the group APIs.
 //   - metrics.go: Prometheus metrics per API.
 //   - batch/: record batches, decoded, decompressed and built.
 package kafkawire
