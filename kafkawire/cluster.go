@@ -122,10 +122,15 @@ type leaderHints struct {
 }
 
 // hint is the (leader, epoch) to put in CurrentLeader for an error code:
-// only the leader errors carry one, and only a live leader is named
-// (-1, -1 otherwise, as Kafka).
+// only the leader errors carry one (-1, -1 otherwise, as Kafka), and
+// NOT_LEADER_OR_FOLLOWER never names this broker (a deposed leader that
+// has not yet heard who took over knows no better leader). Endpoints are
+// listed for live leaders only.
 func (h *leaderHints) hint(code int16, leader, epoch int32) (int32, int32) {
-	if code != kerr.NotLeaderForPartition.Code && code != kerr.FencedLeaderEpoch.Code || leader < 0 {
+	switch {
+	case leader < 0,
+		code == kerr.NotLeaderForPartition.Code && leader == h.c.s.eng.NodeID(),
+		code != kerr.NotLeaderForPartition.Code && code != kerr.FencedLeaderEpoch.Code:
 		return -1, -1
 	}
 	if !slices.Contains(h.ids, leader) {
