@@ -538,6 +538,45 @@ func TestClusterCoordinators(t *testing.T) {
 	if all := sortedCopy(append(slices.Clone(groups), shareGroups...)); !slices.Equal(listed, all) {
 		t.Errorf("the brokers list %v together, want %v", listed, all)
 	}
+
+	// A heartbeat elsewhere than at the coordinator is NOT_COORDINATOR
+	// (the member is unknown at the coordinator).
+	for _, b := range bs {
+		hb := kmsg.NewPtrHeartbeatRequest()
+		hb.Version, hb.Group, hb.MemberID, hb.Generation = 4, groups[0], "m", 1
+		want := kerr.NotCoordinator.Code
+		if b.eng.NodeID() == coord[groups[0]] {
+			want = kerr.UnknownMemberID.Code
+		}
+		if r := ask(t, b.addr, hb).(*kmsg.HeartbeatResponse); r.ErrorCode != want {
+			t.Errorf("Heartbeat of %s on %d (coordinator %d): error %d, want %d", groups[0], b.eng.NodeID(), coord[groups[0]], r.ErrorCode, want)
+		}
+	}
+	// DeleteGroups on one broker deletes the groups it coordinates and
+	// answers NOT_COORDINATOR for the others, which stay.
+	dg := kmsg.NewPtrDeleteGroupsRequest()
+	dg.Version, dg.Groups = 2, groups
+	for _, g := range ask(t, bs[0].addr, dg).(*kmsg.DeleteGroupsResponse).Groups {
+		want := kerr.NotCoordinator.Code
+		if coord[g.Group] == 1 {
+			want = 0
+		}
+		if g.ErrorCode != want {
+			t.Errorf("DeleteGroups of %s on 1 (coordinator %d): error %d, want %d", g.Group, coord[g.Group], g.ErrorCode, want)
+		}
+	}
+	for _, g := range groups {
+		of := kmsg.NewPtrOffsetFetchRequest()
+		of.Version, of.Group = 5, g
+		r := ask(t, bs[coord[g]-1].addr, of).(*kmsg.OffsetFetchResponse)
+		n := 0
+		for _, rt := range r.Topics {
+			n += len(rt.Partitions)
+		}
+		if deleted := n == 0; r.ErrorCode != 0 || deleted != (coord[g] == 1) {
+			t.Errorf("%s (coordinator %d) after DeleteGroups on 1: error %d, %d committed partitions", g, coord[g], r.ErrorCode, n)
+		}
+	}
 }
 
 // findCoordinator asks b for group's coordinator.

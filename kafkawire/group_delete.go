@@ -13,25 +13,27 @@ func handleDeleteGroups(ctx context.Context, c *conn, kreq kmsg.Request) func() 
 	req := kreq.(*kmsg.DeleteGroupsRequest)
 	return func() kmsg.Response {
 		resp := req.ResponseKind().(*kmsg.DeleteGroupsResponse)
-		// Only the groups coordinated here are deleted here.
+		// Only the groups coordinated here are deleted here; the others
+		// answer NOT_COORDINATOR. Checked once per group, so the answer
+		// matches what was deleted even if the brokers change meanwhile.
+		elsewhere := make([]error, len(req.Groups))
 		var ours []string
-		for _, name := range req.Groups {
-			if c.coordinates(name) == nil {
+		for i, name := range req.Groups {
+			if elsewhere[i] = c.coordinates(name); elsewhere[i] == nil {
 				ours = append(ours, name)
 			}
 		}
 		errs := c.s.eng.Groups().DeleteGroups(ctx, ours)
-		i := 0
-		for _, name := range req.Groups {
+		for i, name := range req.Groups {
 			sg := kmsg.NewDeleteGroupsResponseGroup()
 			sg.Group = name
-			if err := c.coordinates(name); err != nil {
-				sg.ErrorCode = groupErrorCode(err)
+			if elsewhere[i] != nil {
+				sg.ErrorCode = groupErrorCode(elsewhere[i])
 				resp.Groups = append(resp.Groups, sg)
 				continue
 			}
-			sg.ErrorCode = groupErrorCode(errs[i])
-			i++
+			sg.ErrorCode = groupErrorCode(errs[0])
+			errs = errs[1:]
 			if code, ok := c.deleteShareGroup(ctx, name); ok {
 				sg.ErrorCode = code
 			}
