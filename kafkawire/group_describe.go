@@ -29,10 +29,16 @@ func handleDescribeGroups(_ context.Context, c *conn, kreq kmsg.Request) func() 
 		for _, name := range req.Groups {
 			// An unknown group is described as Dead with no error, as
 			// Kafka does before v6.
-			d, _ := c.s.eng.Groups().Describe(name)
+			d, _, err := c.s.eng.Groups().DescribeOwned(name)
 			sg := kmsg.NewDescribeGroupsResponseGroup()
 			sg.Group = name
 			if c.describeShareAsClassic(&sg) {
+				resp.Groups = append(resp.Groups, sg)
+				continue
+			}
+			if err != nil { // another broker coordinates it
+				sg.ErrorCode = groupErrorCode(err)
+				sg.State = d.State.String()
 				resp.Groups = append(resp.Groups, sg)
 				continue
 			}

@@ -123,6 +123,9 @@ func decodeAssignedAt(m map[string]map[int32]int32) (map[partKey]int32, error) {
 // logged (a restart then makes the members rejoin).
 func (g *group) persistConsumer() {
 	c, cg := g.c, g.cg
+	if g.gone {
+		return
+	}
 	sg := storedConsumerGroup{Epoch: cg.epoch, TargetEpoch: cg.targetEpoch, Assignor: cg.assignor, TopicsHash: cg.topicsHash}
 	for _, m := range g.sortedConsumers() {
 		var sc *storedClassic

@@ -46,6 +46,9 @@ const persistTimeout = 2 * time.Second
 // logged and the group goes on: a restart then costs it a rebalance.
 func (g *group) persist() {
 	c := g.c
+	if g.gone {
+		return
+	}
 	var pl resp.Pipeline
 	pl.Cmd("MULTI")
 	sg := storedGroup{Generation: g.generation, State: g.state.String(), ProtocolType: g.protocolType, Protocol: g.protocol, Leader: g.leader}

@@ -1,0 +1,195 @@
+package group
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/korvet/korvet/resp"
+)
+
+// Several brokers on one Redis: each group has one coordinator, picked by
+// Options.Owns. A coordinator holds in memory only the groups it owns.
+// When the live brokers change it drops the groups it no longer owns
+// (DropUnowned) without writing anything for them: their new owner
+// carries on from what is in Redis, restoring a group the first time a
+// request for it arrives (find). Restoring on first use rather than at
+// the change keeps the old owner's last writes: by the time a member has
+// been sent here, the old owner has stopped answering for the group.
+
+// quickTimeout bounds the Redis reads of a restore made for a call that
+// carries no context of its own.
+const quickTimeout = 2 * time.Second
+
+func quickContext() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), quickTimeout)
+}
+
+func (c *Coordinator) owns(name string) bool {
+	return c.opts.Owns == nil || c.opts.Owns(name)
+}
+
+func notOwned(name string) error {
+	return fmt.Errorf("%w: group %q is coordinated by another broker", ErrNotCoordinator, name)
+}
+
+// find returns the named group, restoring it from Redis if this broker
+// holds it not yet; nil (and no error) when there is no such group.
+// ErrNotCoordinator when another broker owns it.
+func (c *Coordinator) find(ctx context.Context, name string) (*group, error) {
+	return c.get(ctx, name, false)
+}
+
+// findOrCreate is find that creates an empty group when there is none.
+func (c *Coordinator) findOrCreate(ctx context.Context, name string) (*group, error) {
+	return c.get(ctx, name, true)
+}
+
+func (c *Coordinator) get(ctx context.Context, name string, create bool) (*group, error) {
+	if !c.owns(name) {
+		c.drop(name)
+		return nil, notOwned(name)
+	}
+	c.mu.Lock()
+	g, closed := c.groups[name], c.closed
+	c.mu.Unlock()
+	if closed {
+		return nil, ErrNotCoordinator
+	}
+	if g != nil {
+		return g, nil
+	}
+	fresh, found, err := c.restoreGroup(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	if !found && !create {
+		return nil, nil
+	}
+	c.mu.Lock()
+	g, closed = c.groups[name], c.closed
+	if g == nil && !closed {
+		c.groups[name] = fresh
+	}
+	c.mu.Unlock()
+	if g != nil || closed {
+		// Another call restored it first (or we are closing): this copy
+		// goes, with the timer its restore may have set.
+		fresh.mu.Lock()
+		fresh.gone = true
+		fresh.shutdown()
+		fresh.mu.Unlock()
+		if closed {
+			return nil, ErrNotCoordinator
+		}
+		return g, nil
+	}
+	return fresh, nil
+}
+
+// restoreGroup reads one group from Redis: its registry entry, classic
+// membership and consumer group state (offsets load on first use, as
+// always). found is false when the registry has no such group; the group
+// returned is then new and empty.
+func (c *Coordinator) restoreGroup(ctx context.Context, name string) (g *group, found bool, err error) {
+	var pl resp.Pipeline
+	pl.Cmd("HGET", c.k.Groups(), name)
+	pl.Cmd("GET", c.k.GroupState(name))
+	pl.Cmd("GET", c.k.ConsumerGroupState(name))
+	rs, err := c.rc.Exec(ctx, &pl)
+	if err != nil {
+		return nil, false, fmt.Errorf("%w: restore group %q: %v", ErrCoordinatorNotAvailable, name, err)
+	}
+	defer rs.Release()
+	for i := 0; i < rs.Len(); i++ {
+		if err := rs.At(i).Err(); err != nil {
+			return nil, false, fmt.Errorf("%w: restore group %q: %v", ErrCoordinatorNotAvailable, name, err)
+		}
+	}
+	g = c.newGroup(name)
+	if rs.At(0).IsNil() {
+		return g, false, nil
+	}
+	g.protocolType = string(rs.At(0).Bytes())
+	g.stored = true
+	now := time.Now()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if r := rs.At(1); !r.IsNil() {
+		var sg storedGroup
+		if err := json.Unmarshal(r.Bytes(), &sg); err != nil {
+			c.log.Warn("ignoring bad group state; its members will rejoin", "group", name, "key", c.k.GroupState(name), "err", err)
+		} else {
+			g.restore(sg, now)
+		}
+	}
+	if r := rs.At(2); !r.IsNil() {
+		var sg storedConsumerGroup
+		err := json.Unmarshal(r.Bytes(), &sg)
+		if err == nil {
+			err = g.restoreConsumer(sg, now)
+		}
+		if err != nil {
+			c.log.Warn("ignoring bad consumer group state; its members will rejoin", "group", name, "key", c.k.ConsumerGroupState(name), "err", err)
+			g.cg = nil
+		}
+	}
+	c.log.Info("group restored from Redis", "group", name, "generation", g.generation)
+	return g, true, nil
+}
+
+// registered reports whether the group registry in Redis has name: how a
+// broker that does not coordinate a group learns that its id is taken.
+func (c *Coordinator) registered(name string) bool {
+	ctx, cancel := quickContext()
+	defer cancel()
+	r, err := c.rc.Do(ctx, "HEXISTS", c.k.Groups(), name)
+	if err == nil {
+		err = r.Err()
+	}
+	if err != nil {
+		c.log.Warn("could not check the group registry", "group", name, "err", err)
+		return false
+	}
+	n, _ := r.Int()
+	return n == 1
+}
+
+// DropUnowned lets go of every group this broker no longer owns: call it
+// when the set of live brokers changes. It returns how many it dropped.
+func (c *Coordinator) DropUnowned() int {
+	if c.opts.Owns == nil {
+		return 0
+	}
+	n := 0
+	for _, g := range c.all() {
+		if !c.owns(g.name) && c.drop(g.name) {
+			n++
+		}
+	}
+	return n
+}
+
+// drop forgets the named group without writing anything: its timers stop,
+// parked JoinGroup and SyncGroup calls get ErrNotCoordinator, and calls
+// holding it see it gone. It waits for a commit under way, so that none
+// lands after drop returns.
+func (c *Coordinator) drop(name string) bool {
+	c.mu.Lock()
+	g := c.groups[name]
+	delete(c.groups, name)
+	c.mu.Unlock()
+	if g == nil {
+		return false
+	}
+	g.commitMu.Lock()
+	g.mu.Lock()
+	g.gone = true
+	g.state = Dead
+	g.shutdown()
+	g.mu.Unlock()
+	g.commitMu.Unlock()
+	c.log.Info("group handed over to its new coordinator", "group", name)
+	return true
+}
