@@ -80,6 +80,7 @@ type kvIndex struct {
 	countHook atomic.Pointer[func(ctx context.Context, topic string)]
 
 	wake      chan struct{} // nudges the catch-up loop
+	tailWake  chan struct{} // nudges the tail (kv_tail.go)
 	compactMu sync.Mutex    // one compaction pass (or online rebuild) at a time
 
 	rebuildMu sync.Mutex
@@ -120,6 +121,9 @@ type kvPart struct {
 	caught  atomic.Bool   // ready is closed: for readers that must not wait
 	err     error         // last failure to apply, for stats
 	busy    bool          // a catch-up runs
+	// adv is closed (and cleared) when applied moves: read-your-writes
+	// waits (kv_token.go) watch it. Created by the first waiter.
+	adv chan struct{}
 
 	cmp compactState // owned by the compaction pass (kvIndex.compactMu)
 }

@@ -19,6 +19,11 @@ func handleShareGroupDescribe(_ context.Context, c *conn, kreq kmsg.Request) fun
 		for _, name := range req.GroupIDs {
 			rg := kmsg.NewShareGroupDescribeResponseGroup()
 			rg.GroupID = name
+			if !c.s.eng.OwnsGroup(name) {
+				rg.ErrorCode = kerr.NotCoordinator.Code
+				resp.Groups = append(resp.Groups, rg)
+				continue
+			}
 			g, ok := c.s.eng.ShareDescribe(name)
 			if !ok {
 				rg.ErrorCode = kerr.GroupIDNotFound.Code
