@@ -81,6 +81,9 @@ type kvIndex struct {
 
 	wake      chan struct{} // nudges the catch-up loop
 	tailWake  chan struct{} // nudges the tail (kv_tail.go)
+	// followAll (tests): follow every partition, led here or not, so that
+	// two engines that each think they lead everything can test the tail.
+	followAll atomic.Bool
 	compactMu sync.Mutex    // one compaction pass (or online rebuild) at a time
 
 	rebuildMu sync.Mutex
