@@ -262,8 +262,8 @@ func (c *Coordinator) Exists(name string) bool {
 
 // Describe returns the named group; false if there is none.
 func (c *Coordinator) Describe(name string) (Description, bool) {
-	d, _, err := c.DescribeOwned(name)
-	return d, err == nil && d.State != Dead
+	d, ok, err := c.DescribeOwned(name)
+	return d, ok && err == nil
 }
 
 // DescribeOwned is Describe that also says why there is nothing:
