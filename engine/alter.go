@@ -119,6 +119,7 @@ func (e *Engine) changeConfigs(ctx context.Context, topic string, validateOnly b
 		return err
 	}
 	t.setConfigs(next)
+	e.topicsChanged()
 	e.log.Info("topic configs changed", "topic", topic, "configs", next)
 	return nil
 }
@@ -154,6 +155,7 @@ func (e *Engine) CreatePartitions(ctx context.Context, topic string, count int32
 	}
 	e.log.Info("partitions created", "topic", topic, "from", have, "to", count)
 	e.partitionsChanged()
+	e.topicsChanged()
 	return nil
 }
 

@@ -413,6 +413,7 @@ func (e *Engine) CreateTopic(ctx context.Context, name string, partitions int32,
 	e.mu.Unlock()
 	e.log.Info("topic created", "topic", name, "partitions", partitions)
 	e.partitionsChanged()
+	e.topicsChanged()
 	// The topic exists in Redis already; a broker that misses the event
 	// finds it on its next reload.
 	if err := e.events.Publish(ctx, events.Topic, "topic", name, "change", "created"); err != nil {

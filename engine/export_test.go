@@ -55,8 +55,5 @@ func (k *KV) RebuildOnline(ctx context.Context) (RebuildResult, error) {
 // from Redis, as if another broker led them all.
 func (k *KV) FollowEveryPartition() {
 	k.live.followAll.Store(true)
-	select {
-	case k.live.tailWake <- struct{}{}:
-	default:
-	}
+	k.live.nudgeTail()
 }

@@ -24,23 +24,35 @@ import (
 const tailBlock = 500 * time.Millisecond
 
 // tailIdle is how often a loop with nothing to follow looks again, on top
-// of the leadership and topic events that wake it.
-const tailIdle = 2 * time.Second
+// of the nudges of topic changes and the events that wake it (whose
+// subscribers may run before the one that applies the change).
+const tailIdle = tailBlock
 
 // startTail starts the loop that follows other brokers' partitions.
 func (kv *kvIndex) startTail() {
 	kv.tailWake = make(chan struct{}, 1)
-	wake := func(events.Event) {
-		select {
-		case kv.tailWake <- struct{}{}:
-		default:
-		}
-	}
+	wake := func(events.Event) { kv.nudgeTail() }
 	for _, kind := range []string{events.Leader, events.Topic, events.Brokers, events.Resync} {
 		kv.e.events.Subscribe(kind, wake)
 	}
 	kv.e.wg.Add(1)
 	go kv.tailLoop()
+}
+
+// nudgeTail makes the tail look at the partitions to follow again: a
+// topic appeared, grew or changed configs.
+func (kv *kvIndex) nudgeTail() {
+	select {
+	case kv.tailWake <- struct{}{}:
+	default:
+	}
+}
+
+// topicsChanged tells the KV view that topics or partitions changed.
+func (e *Engine) topicsChanged() {
+	if kv := e.kv.live; kv != nil {
+		kv.nudgeTail()
+	}
 }
 
 func (kv *kvIndex) tailLoop() {

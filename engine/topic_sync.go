@@ -202,6 +202,7 @@ func (e *Engine) applyTopicMeta(ctx context.Context, name string, m *topicMeta) 
 		e.mu.Unlock()
 		e.log.Info("topic loaded: created on another broker", "topic", name, "partitions", m.Partitions)
 		e.partitionsChanged()
+		e.topicsChanged()
 		return nil
 	}
 	if have := int32(len(cur.Partitions())); m.Partitions > have {
@@ -210,6 +211,7 @@ func (e *Engine) applyTopicMeta(ctx context.Context, name string, m *topicMeta) 
 		}
 		e.log.Info("partitions loaded: created on another broker", "topic", name, "from", have, "to", m.Partitions)
 		e.partitionsChanged()
+		e.topicsChanged()
 	}
 	configs := m.Configs
 	if configs == nil {
@@ -217,6 +219,7 @@ func (e *Engine) applyTopicMeta(ctx context.Context, name string, m *topicMeta) 
 	}
 	if !maps.Equal(configs, cur.Configs()) {
 		cur.setConfigs(configs)
+		e.topicsChanged()
 		e.log.Info("topic configs reloaded", "topic", name, "configs", configs)
 	}
 	return nil
