@@ -50,7 +50,9 @@ func (e *Engine) subscribeShared() {
 // ownershipChanged drops the groups another broker coordinates now; the
 // groups this broker gained are restored from Redis on first use.
 func (e *Engine) ownershipChanged() {
-	if n := e.groups.DropUnowned(); n > 0 {
+	ctx, cancel := context.WithTimeout(e.bg, reloadTimeout)
+	defer cancel()
+	if n := e.groups.OwnershipChanged(ctx); n > 0 {
 		e.log.Info("consumer groups handed over to their new coordinators", "groups", n)
 	}
 	e.reconcileShareGroups()

@@ -50,7 +50,7 @@ func (c *Coordinator) cleanupLoop() {
 func (c *Coordinator) Cleanup(ctx context.Context) (int, error) {
 	n := 0
 	var first error
-	c.DropUnowned()
+	c.OwnershipChanged(ctx)
 	for _, g := range c.all() {
 		g.mu.Lock()
 		idle := g.idle()

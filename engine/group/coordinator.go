@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/korvet/korvet/engine/keys"
@@ -65,6 +66,10 @@ type Coordinator struct {
 	mu     sync.Mutex
 	groups map[string]*group
 	closed bool
+
+	// complete: every group in the registry this broker owns is in
+	// groups, so a miss there means no such group (ownership.go).
+	complete atomic.Bool
 
 	// The cleanup loop: stop ends it, done is closed when it has.
 	stop, done chan struct{}
@@ -131,6 +136,7 @@ func Open(ctx context.Context, rc *resp.Client, opts Options) (*Coordinator, err
 			return nil, err
 		}
 	}
+	c.complete.Store(true)
 	c.log.Info("groups loaded", "count", len(c.groups))
 	c.stop, c.done = make(chan struct{}), make(chan struct{})
 	go c.cleanupLoop()
@@ -248,6 +254,17 @@ type Description struct {
 func (c *Coordinator) Exists(name string) bool {
 	if !c.owns(name) {
 		return c.registered(name)
+	}
+	if c.complete.Load() {
+		// The share paths ask on every fetch: answer from memory when it
+		// has every group this broker owns.
+		g := c.held(name)
+		if g == nil {
+			return false
+		}
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		return g.state != Dead
 	}
 	ctx, cancel := quickContext()
 	defer cancel()

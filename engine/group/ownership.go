@@ -156,6 +156,43 @@ func (c *Coordinator) registered(name string) bool {
 	return n == 1
 }
 
+// held returns the named group if this broker holds it in memory.
+func (c *Coordinator) held(name string) *group {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.groups[name]
+}
+
+// OwnershipChanged is for when the set of live brokers changes: it drops
+// the groups this broker no longer owns (DropUnowned) and notes whether
+// it now owns groups it does not hold yet (restored on first use),
+// which cheap existence checks must then look up in Redis.
+func (c *Coordinator) OwnershipChanged(ctx context.Context) int {
+	n := c.DropUnowned()
+	if c.opts.Owns == nil {
+		return n
+	}
+	r, err := c.rc.Do(ctx, "HKEYS", c.k.Groups())
+	if err == nil {
+		err = r.Err()
+	}
+	if err != nil {
+		c.complete.Store(false)
+		c.log.Warn("could not read the group registry", "key", c.k.Groups(), "err", err)
+		return n
+	}
+	complete := true
+	r.ForEach(func(e resp.Reply) bool {
+		name := string(e.Bytes())
+		if c.owns(name) && c.held(name) == nil {
+			complete = false
+		}
+		return complete
+	})
+	c.complete.Store(complete)
+	return n
+}
+
 // DropUnowned lets go of every group this broker no longer owns: call it
 // when the set of live brokers changes. It returns how many it dropped.
 func (c *Coordinator) DropUnowned() int {

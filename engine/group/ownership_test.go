@@ -121,9 +121,10 @@ func TestClassicGroupMovesCoordinator(t *testing.T) {
 	// c1 stored the rebalance; take Redis as the new owner will find it.
 	// The new owner restores the group as stored when c1 let go of it.
 	owner.Store(2)
-	if n := c1.DropUnowned(); n != 1 {
+	if n := c1.OwnershipChanged(ctx); n != 1 {
 		t.Fatalf("c1 dropped %d groups, want 1", n)
 	}
+	c2.OwnershipChanged(ctx)
 	select {
 	case err := <-parked:
 		if !errors.Is(err, ErrNotCoordinator) {
@@ -161,6 +162,10 @@ func TestClassicGroupMovesCoordinator(t *testing.T) {
 		t.Fatalf("cleanup at the old coordinator: %d %v", n, err)
 	}
 
+	// Both see the id taken: c1 in the registry, c2 restoring it.
+	if !c1.Exists("g") || !c2.Exists("g") || c2.Exists("nope") {
+		t.Fatalf("exists: c1 %v, c2 %v, c2 of an unknown group %v", c1.Exists("g"), c2.Exists("g"), c2.Exists("nope"))
+	}
 	// The new coordinator carries on from Redis.
 	d, ok := c2.Describe("g")
 	if !ok || d.Generation != leader.Generation || len(d.Members) != 2 || d.Leader != leader.MemberID {
