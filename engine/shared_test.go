@@ -103,6 +103,13 @@ func TestSharedMetadataAcrossEngines(t *testing.T) {
 		t.Fatal(err)
 	}
 	testbed.WaitFor(t, within, "share group created on e1 known to e2", func() bool { return e2.IsShareGroup("sg") })
+	if _, err := e1.ShareHeartbeat(ctx, share.HeartbeatRequest{Group: "sg", MemberID: "m1", MemberEpoch: -1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e1.DeleteShareGroup(ctx, "sg"); err != nil {
+		t.Fatal(err)
+	}
+	testbed.WaitFor(t, within, "share group deleted on e1 gone from e2", func() bool { return !e2.IsShareGroup("sg") })
 }
 
 // TestKVReadYourWritesAcrossEngines: a record appended through engine 1
