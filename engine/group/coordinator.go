@@ -113,28 +113,39 @@ func Open(ctx context.Context, rc *resp.Client, opts Options) (*Coordinator, err
 	if err := r.Err(); err != nil {
 		return nil, fmt.Errorf("load groups from %s: %w", c.k.Groups(), err)
 	}
-	var all, elems []resp.Reply
-	all = r.Elems(all)
-	for i := 0; i+1 < len(all); i += 2 {
-		if c.owns(string(all[i].Bytes())) {
-			elems = append(elems, all[i], all[i+1])
-		}
-	}
+	var elems []resp.Reply
+	elems = r.Elems(elems)
+	var names []string
 	var pl resp.Pipeline
 	for i := 0; i+1 < len(elems); i += 2 {
-		g := c.newGroup(string(elems[i].Bytes()))
-		g.protocolType = string(elems[i+1].Bytes())
-		g.stored = true
-		c.groups[g.name] = g
-		pl.Cmd("GET", c.k.GroupState(g.name))
+		if name := string(elems[i].Bytes()); c.owns(name) {
+			names = append(names, name)
+			c.restoreCmds(&pl, name)
+		}
 	}
-	if pl.Len() > 0 {
-		if err := c.restore(ctx, &pl, elems); err != nil {
-			return nil, err
+	if len(names) > 0 {
+		rs, err := rc.Exec(ctx, &pl)
+		if err != nil {
+			return nil, fmt.Errorf("load group states: %w", err)
 		}
-		if err := c.restoreConsumerGroups(ctx, elems); err != nil {
-			return nil, err
+		now := time.Now()
+		for i, name := range names {
+			g, found, err := c.rebuild(name, rs.At(3*i), rs.At(3*i+1), rs.At(3*i+2), now)
+			if err != nil {
+				rs.Release()
+				for _, g := range c.groups { // stop the timers restored so far
+					g.mu.Lock()
+					g.gone = true
+					g.shutdown()
+					g.mu.Unlock()
+				}
+				return nil, err
+			}
+			if found {
+				c.groups[name] = g
+			}
 		}
+		rs.Release()
 	}
 	c.complete.Store(true)
 	c.log.Info("groups loaded", "count", len(c.groups))

@@ -94,39 +94,59 @@ func (c *Coordinator) get(ctx context.Context, name string, create bool) (*group
 // returned is then new and empty.
 func (c *Coordinator) restoreGroup(ctx context.Context, name string) (g *group, found bool, err error) {
 	var pl resp.Pipeline
-	pl.Cmd("HGET", c.k.Groups(), name)
-	pl.Cmd("GET", c.k.GroupState(name))
-	pl.Cmd("GET", c.k.ConsumerGroupState(name))
+	c.restoreCmds(&pl, name)
 	rs, err := c.rc.Exec(ctx, &pl)
 	if err != nil {
 		return nil, false, fmt.Errorf("%w: restore group %q: %v", ErrCoordinatorNotAvailable, name, err)
 	}
 	defer rs.Release()
-	for i := 0; i < rs.Len(); i++ {
-		if err := rs.At(i).Err(); err != nil {
-			return nil, false, fmt.Errorf("%w: restore group %q: %v", ErrCoordinatorNotAvailable, name, err)
+	g, found, err = c.rebuild(name, rs.At(0), rs.At(1), rs.At(2), time.Now())
+	if err != nil {
+		return nil, false, fmt.Errorf("%w: %v", ErrCoordinatorNotAvailable, err)
+	}
+	if found {
+		c.log.Info("group restored from Redis", "group", name, "generation", g.generation)
+	}
+	return g, found, nil
+}
+
+// restoreCmds adds the reads rebuild takes, in its order, to pl.
+func (c *Coordinator) restoreCmds(pl *resp.Pipeline, name string) {
+	pl.Cmd("HGET", c.k.Groups(), name)
+	pl.Cmd("GET", c.k.GroupState(name))
+	pl.Cmd("GET", c.k.ConsumerGroupState(name))
+}
+
+// rebuild makes a group from the replies of restoreCmds. Members get a
+// full session from now to show up at this coordinator. found is false
+// when the registry has no such group (the group is then new and empty);
+// a state that does not decode is logged and left out (its members
+// rejoin).
+func (c *Coordinator) rebuild(name string, reg, state, consumer resp.Reply, now time.Time) (g *group, found bool, err error) {
+	for _, r := range []resp.Reply{reg, state, consumer} {
+		if err := r.Err(); err != nil {
+			return nil, false, fmt.Errorf("restore group %q: %w", name, err)
 		}
 	}
 	g = c.newGroup(name)
-	if rs.At(0).IsNil() {
+	if reg.IsNil() {
 		return g, false, nil
 	}
-	g.protocolType = string(rs.At(0).Bytes())
+	g.protocolType = string(reg.Bytes())
 	g.stored = true
-	now := time.Now()
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if r := rs.At(1); !r.IsNil() {
+	if !state.IsNil() {
 		var sg storedGroup
-		if err := json.Unmarshal(r.Bytes(), &sg); err != nil {
+		if err := json.Unmarshal(state.Bytes(), &sg); err != nil {
 			c.log.Warn("ignoring bad group state; its members will rejoin", "group", name, "key", c.k.GroupState(name), "err", err)
 		} else {
 			g.restore(sg, now)
 		}
 	}
-	if r := rs.At(2); !r.IsNil() {
+	if !consumer.IsNil() {
 		var sg storedConsumerGroup
-		err := json.Unmarshal(r.Bytes(), &sg)
+		err := json.Unmarshal(consumer.Bytes(), &sg)
 		if err == nil {
 			err = g.restoreConsumer(sg, now)
 		}
@@ -135,7 +155,6 @@ func (c *Coordinator) restoreGroup(ctx context.Context, name string) (g *group, 
 			g.cg = nil
 		}
 	}
-	c.log.Info("group restored from Redis", "group", name, "generation", g.generation)
 	return g, true, nil
 }
 
