@@ -17,6 +17,7 @@ import (
 	"github.com/korvet/korvet/cold"
 	"github.com/korvet/korvet/engine"
 	"github.com/korvet/korvet/engine/auth"
+	"github.com/korvet/korvet/engine/events"
 	"github.com/korvet/korvet/engine/group"
 	"github.com/korvet/korvet/kafkawire"
 	"github.com/korvet/korvet/resp"
@@ -47,7 +48,7 @@ func serve(ctx context.Context, cfg Config, logOut io.Writer) error {
 		return fmt.Errorf("open engine: %w", err)
 	}
 	defer eng.Close()
-	users, policy, err := openUsers(ctx, cfg, rc, log)
+	users, policy, err := openUsers(ctx, cfg, rc, eng.Events(), log)
 	if err != nil {
 		return err
 	}
@@ -161,8 +162,8 @@ func engineOptions(cfg Config, store *cold.Store, log *slog.Logger) engine.Optio
 // openUsers opens the SASL users and ACLs, creates admin_user on first
 // start, and returns the one policy of every door: the Kafka listeners
 // and HTTP.
-func openUsers(ctx context.Context, cfg Config, rc *resp.Client, log *slog.Logger) (*auth.Store, *auth.Policy, error) {
-	users, err := auth.Open(ctx, rc, auth.Options{Keyspace: cfg.Redis.Keyspace, Logger: log})
+func openUsers(ctx context.Context, cfg Config, rc *resp.Client, events *events.Bus, log *slog.Logger) (*auth.Store, *auth.Policy, error) {
+	users, err := auth.Open(ctx, rc, auth.Options{Keyspace: cfg.Redis.Keyspace, Logger: log, Events: events})
 	if err != nil {
 		return nil, nil, fmt.Errorf("open users and ACLs: %w", err)
 	}

@@ -8,6 +8,9 @@ import (
 	"maps"
 	"slices"
 	"strings"
+
+	"github.com/korvet/korvet/engine/events"
+	"github.com/korvet/korvet/resp"
 )
 
 // ConfigOp is one change of IncrementalAlterConfigs.
@@ -92,6 +95,10 @@ func splitList(v string) []string {
 func (e *Engine) changeConfigs(ctx context.Context, topic string, validateOnly bool, change func(map[string]string) (map[string]string, error)) error {
 	e.createMu.Lock()
 	defer e.createMu.Unlock()
+	// Start from Redis: another broker may have changed the topic.
+	if err := e.reloadTopicLocked(ctx, topic); err != nil {
+		return err
+	}
 	t := e.Topic(topic)
 	if t == nil {
 		return fmt.Errorf("%w: %q", ErrUnknownTopic, topic)
@@ -108,16 +115,11 @@ func (e *Engine) changeConfigs(ctx context.Context, topic string, validateOnly b
 	}
 	m := t.meta()
 	m.Configs = next
-	if err := e.saveMeta(ctx, t.name, m); err != nil {
+	if err := e.saveMeta(ctx, t.name, m, "configs"); err != nil {
 		return err
 	}
-	t.mu.Lock()
-	t.configs = next
-	t.mu.Unlock()
-	settings := parseSettings(t.ConfigValue)
-	t.mu.Lock()
-	t.settings = settings
-	t.mu.Unlock()
+	t.setConfigs(next)
+	e.topicsChanged()
 	e.log.Info("topic configs changed", "topic", topic, "configs", next)
 	return nil
 }
@@ -126,6 +128,9 @@ func (e *Engine) changeConfigs(ctx context.Context, topic string, validateOnly b
 func (e *Engine) CreatePartitions(ctx context.Context, topic string, count int32, validateOnly bool) error {
 	e.createMu.Lock()
 	defer e.createMu.Unlock()
+	if err := e.reloadTopicLocked(ctx, topic); err != nil {
+		return err
+	}
 	t := e.Topic(topic)
 	if t == nil {
 		return fmt.Errorf("%w: %q", ErrUnknownTopic, topic)
@@ -142,20 +147,15 @@ func (e *Engine) CreatePartitions(ctx context.Context, topic string, count int32
 	}
 	m := t.meta()
 	m.Partitions = count
-	if err := e.saveMeta(ctx, t.name, m); err != nil {
+	if err := e.saveMeta(ctx, t.name, m, "partitions"); err != nil {
 		return err
 	}
-	parts := append([]*Partition(nil), t.Partitions()...)
-	for i := have; i < count; i++ {
-		parts = append(parts, newPartition(t, i))
+	if err := e.growTopic(ctx, t, have, count); err != nil {
+		return err
 	}
-	if err := loadPartitions(ctx, e, parts[have:]); err != nil {
-		return fmt.Errorf("create partitions of %s: %w", topic, err)
-	}
-	t.mu.Lock()
-	t.parts = parts
-	t.mu.Unlock()
 	e.log.Info("partitions created", "topic", topic, "from", have, "to", count)
+	e.partitionsChanged()
+	e.topicsChanged()
 	return nil
 }
 
@@ -165,13 +165,26 @@ func (t *Topic) meta() topicMeta {
 	return topicMeta{ID: hex.EncodeToString(t.id[:]), Partitions: int32(len(t.parts)), Configs: maps.Clone(t.configs), Created: t.created}
 }
 
-func (e *Engine) saveMeta(ctx context.Context, name string, m topicMeta) error {
+// saveMeta stores a topic's metadata and, in the same round trip,
+// announces the change (partitions, configs) to the other brokers.
+func (e *Engine) saveMeta(ctx context.Context, name string, m topicMeta, change string) error {
 	js, err := json.Marshal(m)
 	if err != nil {
 		return fmt.Errorf("save topic %q: %w", name, err)
 	}
-	if _, err := e.rc.Do(ctx, "HSET", e.k.Topics(), name, js); err != nil {
+	var pl resp.Pipeline
+	pl.Cmd("HSET", e.k.Topics(), name, js)
+	e.events.Append(&pl, events.Topic, "topic", name, "change", change)
+	rs, err := e.rc.Exec(ctx, &pl)
+	if err != nil {
 		return fmt.Errorf("%w: save topic %q: %v", ErrStorageUnavailable, name, err)
+	}
+	defer rs.Release()
+	if err := rs.At(0).Err(); err != nil {
+		return fmt.Errorf("%w: save topic %q: %v", ErrStorageUnavailable, name, err)
+	}
+	if err := rs.At(1).Err(); err != nil {
+		e.log.Warn("topic changed but other brokers were not told; they see it on their next resync", "topic", name, "err", err)
 	}
 	return nil
 }

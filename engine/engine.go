@@ -172,6 +172,7 @@ func Open(ctx context.Context, rc *resp.Client, opts Options) (*Engine, error) {
 		HighWatermark:         e.highWatermark,
 		Logger:                opts.Logger,
 		Consumer:              e.consumerGroupOptions(opts.ConsumerGroups),
+		Owns:                  e.OwnsGroup,
 	})
 	if err != nil {
 		return nil, err
@@ -185,6 +186,7 @@ func Open(ctx context.Context, rc *resp.Client, opts Options) (*Engine, error) {
 		groups.Close()
 		return nil, err
 	}
+	e.subscribeShared()
 	// The event reader holds one pooled connection for good.
 	e.wg.Add(1)
 	go func() {
@@ -391,6 +393,11 @@ func (e *Engine) CreateTopic(ctx context.Context, name string, partitions int32,
 		return nil, fmt.Errorf("create topic %q: %w", name, err)
 	}
 	if n, _ := r.Int(); n == 0 {
+		// Another broker created it and its event has not come yet: load
+		// it now, so that EnsureTopic finds it.
+		if err := e.reloadTopicLocked(ctx, name); err != nil {
+			e.log.Warn("could not load a topic another broker created", "topic", name, "err", err)
+		}
 		return nil, fmt.Errorf("%w: %q (created by another korvet on this keyspace)", ErrTopicExists, name)
 	}
 	t, err := e.newTopic(name, m)
@@ -405,6 +412,8 @@ func (e *Engine) CreateTopic(ctx context.Context, name string, partitions int32,
 	e.byID[t.id] = t
 	e.mu.Unlock()
 	e.log.Info("topic created", "topic", name, "partitions", partitions)
+	e.partitionsChanged()
+	e.topicsChanged()
 	// The topic exists in Redis already; a broker that misses the event
 	// finds it on its next reload.
 	if err := e.events.Publish(ctx, events.Topic, "topic", name, "change", "created"); err != nil {
@@ -435,6 +444,11 @@ func (e *Engine) checkPartitionCaps(name string, count, more int32) error {
 func (e *Engine) DeleteTopic(ctx context.Context, name string) error {
 	e.createMu.Lock()
 	defer e.createMu.Unlock()
+	// Start from Redis: the topic may have been created, deleted or
+	// created again on another broker.
+	if err := e.reloadTopicLocked(ctx, name); err != nil {
+		return err
+	}
 	t := e.Topic(name)
 	if t == nil {
 		return fmt.Errorf("%w: %q", ErrUnknownTopic, name)

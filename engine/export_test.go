@@ -50,3 +50,10 @@ func (k *KV) RebuildOnline(ctx context.Context) (RebuildResult, error) {
 	}
 	return kv.rebuildOnline(ctx)
 }
+
+// FollowEveryPartition makes the KV view tail every indexed partition
+// from Redis, as if another broker led them all.
+func (k *KV) FollowEveryPartition() {
+	k.live.followAll.Store(true)
+	k.live.nudgeTail()
+}

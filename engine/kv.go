@@ -79,8 +79,12 @@ type kvIndex struct {
 	// countHook, when set (tests), runs in each count before its scan.
 	countHook atomic.Pointer[func(ctx context.Context, topic string)]
 
-	wake      chan struct{} // nudges the catch-up loop
-	compactMu sync.Mutex    // one compaction pass (or online rebuild) at a time
+	wake     chan struct{} // nudges the catch-up loop
+	tailWake chan struct{} // nudges the tail (kv_tail.go)
+	// followAll (tests): follow every partition, led here or not, so that
+	// two engines that each think they lead everything can test the tail.
+	followAll atomic.Bool
+	compactMu sync.Mutex // one compaction pass (or online rebuild) at a time
 
 	rebuildMu sync.Mutex
 	rebuild   KVRebuildState
@@ -120,6 +124,9 @@ type kvPart struct {
 	caught  atomic.Bool   // ready is closed: for readers that must not wait
 	err     error         // last failure to apply, for stats
 	busy    bool          // a catch-up runs
+	// adv is closed (and cleared) when applied moves: read-your-writes
+	// waits (kv_token.go) watch it. Created by the first waiter.
+	adv chan struct{}
 
 	cmp compactState // owned by the compaction pass (kvIndex.compactMu)
 }

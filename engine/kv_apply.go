@@ -83,6 +83,7 @@ func (kv *kvIndex) commit(b *index.Batch, kp *kvPart, next int64) error {
 		return err
 	}
 	kp.applied = next
+	kp.advanced()
 	kp.err = nil
 	kp.kt.dirty.Store(true)
 	return nil

@@ -42,6 +42,7 @@ func (e *Engine) openKV(ctx context.Context) error {
 	e.wg.Add(2)
 	go kv.catchUpLoop()
 	go kv.compactionLoop()
+	kv.startTail()
 	return nil
 }
 

@@ -168,6 +168,7 @@ func (kv *kvIndex) swap(dir, tmp, old string) error {
 				next = 0
 			}
 			kp.applied = next
+			kp.advanced()
 			if next < kp.p.HighWatermark() {
 				kp.setLagging()
 			} else {

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/korvet/korvet/engine/events"
+	"github.com/korvet/korvet/engine/group"
 	"github.com/korvet/korvet/engine/record"
 	"github.com/korvet/korvet/engine/share"
 	"github.com/korvet/korvet/resp"
@@ -135,6 +137,9 @@ func (e *Engine) partitionCounts(topics []string) map[string]int32 {
 // ShareHeartbeat runs a ShareGroupHeartbeat. A group id held by a
 // classic group is refused with ErrGroupExists.
 func (e *Engine) ShareHeartbeat(ctx context.Context, req share.HeartbeatRequest) (share.HeartbeatResult, error) {
+	if !e.OwnsGroup(req.Group) {
+		return share.HeartbeatResult{}, fmt.Errorf("%w: share group %q is coordinated by broker %d", group.ErrNotCoordinator, req.Group, e.Coordinator(req.Group))
+	}
 	if e.groups.Exists(req.Group) {
 		return share.HeartbeatResult{}, fmt.Errorf("%w: %q is a consumer group", ErrGroupExists, req.Group)
 	}
@@ -143,8 +148,8 @@ func (e *Engine) ShareHeartbeat(ctx context.Context, req share.HeartbeatRequest)
 		return res, err
 	}
 	if res.Joined {
-		if _, err := e.rc.Do(ctx, "HSETNX", e.k.ShareGroups(), req.Group, time.Now().UnixMilli()); err != nil {
-			return res, fmt.Errorf("%w: save share group: %v", ErrStorageUnavailable, err)
+		if err := e.registerShareGroup(ctx, req.Group); err != nil {
+			return res, err
 		}
 	}
 	return res, nil
@@ -262,7 +267,10 @@ func (e *Engine) IncrementalAlterGroupConfigs(ctx context.Context, group string,
 		return nil
 	}
 	b, _ := json.Marshal(cfg)
-	if _, err := e.rc.Do(ctx, "HSET", e.k.GroupConfigs(), group, b); err != nil {
+	var pl resp.Pipeline
+	pl.Cmd("HSET", e.k.GroupConfigs(), group, b)
+	e.events.Append(&pl, events.GroupConfig, "group", group)
+	if err := e.execAll(ctx, &pl); err != nil {
 		return fmt.Errorf("%w: save group configs: %v", ErrStorageUnavailable, err)
 	}
 	return nil

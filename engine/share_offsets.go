@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/korvet/korvet/engine/entry"
+	"github.com/korvet/korvet/engine/events"
 	"github.com/korvet/korvet/engine/share"
 	"github.com/korvet/korvet/resp"
 )
@@ -199,8 +200,8 @@ func (e *Engine) ensureShareGroup(ctx context.Context, group string) error {
 	if e.groups.Exists(group) {
 		return fmt.Errorf("%w: %q is a consumer group", ErrGroupExists, group)
 	}
-	if _, err := e.rc.Do(ctx, "HSETNX", e.k.ShareGroups(), group, nowMillis()); err != nil {
-		return fmt.Errorf("%w: save share group: %v", ErrStorageUnavailable, err)
+	if err := e.registerShareGroup(ctx, group); err != nil {
+		return err
 	}
 	e.share.Ensure(group)
 	return nil
@@ -277,6 +278,7 @@ func (e *Engine) DeleteShareGroup(ctx context.Context, group string) error {
 	pl.Cmd("DEL", e.k.ShareIndex(group))
 	pl.Cmd("HDEL", e.k.ShareGroups(), group)
 	pl.Cmd("HDEL", e.k.GroupConfigs(), group)
+	e.events.Append(&pl, events.GroupConfig, "group", group)
 	if err := e.execAll(ctx, &pl); err != nil {
 		return fmt.Errorf("delete share group %q: %w", group, err)
 	}

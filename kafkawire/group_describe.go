@@ -36,8 +36,14 @@ func handleDescribeGroups(_ context.Context, c *conn, kreq kmsg.Request) func() 
 				resp.Groups = append(resp.Groups, sg)
 				continue
 			}
-			d, _ := c.s.eng.Groups().Describe(name)
+			d, _, err := c.s.eng.Groups().DescribeOwned(name)
 			if c.describeShareAsClassic(&sg) {
+				resp.Groups = append(resp.Groups, sg)
+				continue
+			}
+			if err != nil { // another broker coordinates it
+				sg.ErrorCode = groupErrorCode(err)
+				sg.State = d.State.String()
 				resp.Groups = append(resp.Groups, sg)
 				continue
 			}

@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/korvet/korvet/engine"
+	"github.com/korvet/korvet/engine/group"
 	"github.com/korvet/korvet/engine/share"
 )
 
@@ -74,6 +75,8 @@ func shareErrorCode(err error) int16 {
 		return kerr.NonEmptyGroup.Code
 	case errors.Is(err, share.ErrGroupNotFound), errors.Is(err, engine.ErrGroupExists):
 		return kerr.GroupIDNotFound.Code
+	case errors.Is(err, group.ErrNotCoordinator):
+		return kerr.NotCoordinator.Code
 	}
 	// The coordinator's errors (NOT_COORDINATOR, ...) and the engine's.
 	return groupErrorCode(err)

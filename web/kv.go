@@ -31,6 +31,55 @@ type KV interface {
 	TopicStats(ctx context.Context, topic string, count bool) (engine.KVTopicStats, error)
 }
 
+// kvWaiter waits for read-your-writes tokens; *engine.KV has it.
+type kvWaiter interface {
+	WaitToken(ctx context.Context, topic string, tokens ...string) error
+}
+
+// maxTokenBytes bounds the read-your-writes tokens of one request, read
+// before the engine bounds their pairs by the topic's partitions.
+const maxTokenBytes = 64 << 10
+
+// awaitToken makes the request wait for its read-your-writes tokens
+// (?after=P:O[,P:O...] and the Korvet-After header, same syntax): the
+// broker answers once its index has applied those offsets. false when it
+// answered the request itself: 400 for a malformed token, 503 with
+// Retry-After when the index is still behind after the engine's wait.
+func (h *kvHandler) awaitToken(ctx context.Context, w http.ResponseWriter, r *http.Request, topic string) bool {
+	tokens := append(r.URL.Query()["after"], r.Header.Values("Korvet-After")...)
+	if len(tokens) == 0 {
+		return true
+	}
+	n := 0
+	for _, t := range tokens {
+		n += len(t)
+	}
+	if n > maxTokenBytes {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": fmt.Sprintf("read-your-writes tokens of %d bytes, at most %d", n, maxTokenBytes), "reason": "bad_token"})
+		return false
+	}
+	waiter, ok := h.kv.(kvWaiter)
+	if !ok {
+		writeJSON(w, http.StatusNotImplemented, map[string]string{"error": "this KV view takes no read-your-writes tokens", "reason": "bad_token"})
+		return false
+	}
+	err := waiter.WaitToken(ctx, topic, tokens...)
+	var behind *engine.KVBehindError
+	switch {
+	case err == nil:
+		return true
+	case errors.Is(err, engine.ErrKVBadToken):
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error(), "reason": "bad_token"})
+	case errors.As(err, &behind):
+		w.Header().Set("Retry-After", "1")
+		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"error": err.Error(), "reason": "index_behind",
+			"partition": behind.Partition, "behind": behind.Behind})
+	default:
+		kvError(w, err)
+	}
+	return false
+}
+
 const (
 	// kvTimeout bounds a request; the engine's own budget for a stale
 	// pointer (2 s) fits inside it.
@@ -246,6 +295,9 @@ func (h *kvHandler) get(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), kvTimeout)
 	defer cancel()
+	if !h.awaitToken(ctx, w, r, topic) {
+		return
+	}
 	rec, err := h.kv.Get(ctx, topic, key)
 	if err != nil {
 		kvError(w, err)
@@ -384,6 +436,9 @@ func (h *kvHandler) mget(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), kvTimeout)
 	defer cancel()
+	if !h.awaitToken(ctx, w, r, topic) {
+		return
+	}
 	// Readers take slots from jobs; ordered hands the same slots to the
 	// writer in request order. flow bounds the read-ahead.
 	jobs := make(chan *mgetSlot)
@@ -612,6 +667,9 @@ func (m *mgetWriter) end(next int) {
 func (h *kvHandler) stats(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
 	defer cancel()
+	if !h.awaitToken(ctx, w, r, r.PathValue("topic")) {
+		return
+	}
 	st, err := h.kv.TopicStats(ctx, r.PathValue("topic"), r.URL.Query().Get("count") == "exact")
 	if err != nil {
 		kvError(w, err)

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/korvet/korvet/engine/events"
 	"github.com/korvet/korvet/resp"
 )
 
@@ -374,6 +375,7 @@ func (s *Store) CreateACLs(ctx context.Context, acls []ACL) error {
 		return fmt.Errorf("create ACLs: %w", err)
 	}
 	s.acls.Store(next)
+	s.announce(ctx, events.ACL)
 	for _, a := range next.list[len(cur.list):] {
 		s.log.Info("ACL created", "acl", a.String())
 	}
@@ -411,6 +413,7 @@ func (s *Store) DeleteACLs(ctx context.Context, filters []Filter) ([][]ACL, erro
 		return nil, fmt.Errorf("delete ACLs: %w", err)
 	}
 	s.acls.Store(next)
+	s.announce(ctx, events.ACL)
 	for _, a := range cur.list {
 		if !slices.Contains(next.list, a) {
 			s.log.Info("ACL deleted", "acl", a.String())
@@ -438,8 +441,6 @@ func (s *Store) loadACLs(ctx context.Context) error {
 		set.raw = append(set.raw, string(e.Bytes()))
 	}
 	s.acls.Store(set)
-	if len(set.list) > 0 {
-		s.log.Info("ACLs loaded", "count", len(set.list))
-	}
+	s.log.Debug("ACLs loaded", "count", len(set.list))
 	return nil
 }

@@ -14,9 +14,11 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/korvet/korvet/engine/events"
 	"github.com/korvet/korvet/engine/keys"
 	"github.com/korvet/korvet/resp"
 )
@@ -25,6 +27,11 @@ import (
 type Options struct {
 	Keyspace string // prefix of every Redis key; default "korvet"
 	Logger   *slog.Logger
+	// Events is the broker's event bus (the engine's): the Store
+	// announces its ACL and user changes on it and reloads the ACLs when
+	// another broker announces theirs. nil (korvet user): changes are
+	// announced, nothing is received.
+	Events *events.Bus
 }
 
 // Store reads and writes users and ACLs. ACLs are loaded at Open and kept
@@ -36,8 +43,10 @@ type Store struct {
 	log  *slog.Logger
 	seed []byte // keys the decoy salts of unknown users
 
-	aclMu sync.Mutex // serializes ACL changes
+	aclMu sync.Mutex // serializes ACL changes and reloads
 	acls  atomic.Pointer[aclSet]
+
+	bus *events.Bus
 }
 
 // Open returns a Store on rc and loads the ACLs.
@@ -48,14 +57,49 @@ func Open(ctx context.Context, rc *resp.Client, opts Options) (*Store, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	s := &Store{rc: rc, k: keys.Space(opts.Keyspace), log: opts.Logger}
+	s := &Store{rc: rc, k: keys.Space(opts.Keyspace), log: opts.Logger, bus: opts.Events}
 	if err := s.loadDecoySeed(ctx); err != nil {
 		return nil, err
 	}
 	if err := s.loadACLs(ctx); err != nil {
 		return nil, err
 	}
+	if s.bus == nil {
+		s.bus = events.New(rc, s.k.Events(), -1, opts.Logger)
+	} else {
+		s.bus.Subscribe(events.ACL, s.onACLEvent)
+		s.bus.Subscribe(events.Resync, s.onACLEvent)
+	}
 	return s, nil
+}
+
+// reloadTimeout bounds a reload of the ACLs run by an event.
+const reloadTimeout = 5 * time.Second
+
+// onACLEvent reloads the ACLs: another broker (or this one, which costs
+// a reload) changed them. On failure the ACLs in memory stay; the next
+// event or resync tries again.
+func (s *Store) onACLEvent(ev events.Event) {
+	ctx, cancel := context.WithTimeout(context.Background(), reloadTimeout)
+	defer cancel()
+	if err := s.ReloadACLs(ctx); err != nil {
+		s.log.Warn("could not reload ACLs after a change on another broker; keeping the ones in memory", "err", err)
+	}
+}
+
+// ReloadACLs rereads the ACLs from Redis.
+func (s *Store) ReloadACLs(ctx context.Context) error {
+	s.aclMu.Lock()
+	defer s.aclMu.Unlock()
+	return s.loadACLs(ctx)
+}
+
+// announce tells the other brokers what changed, after the change is in
+// Redis: a failure only delays them to their next resync.
+func (s *Store) announce(ctx context.Context, kind string, fields ...string) {
+	if err := s.bus.Publish(ctx, kind, fields...); err != nil {
+		s.log.Warn("change stored but other brokers were not told; they see it on their next resync", "kind", kind, "err", err)
+	}
 }
 
 // decoySeedField is the field of the engine's cluster hash holding the
@@ -130,6 +174,7 @@ func (s *Store) SetCredential(ctx context.Context, m Mechanism, user string, c C
 	if _, err := s.rc.Do(ctx, "HSET", s.k.SCRAM(m.String()), user, js); err != nil {
 		return fmt.Errorf("store %s credential of %q: %w", m, user, err)
 	}
+	s.announce(ctx, events.User, "user", user)
 	return nil
 }
 
@@ -141,6 +186,9 @@ func (s *Store) DeleteCredential(ctx context.Context, m Mechanism, user string) 
 		return false, fmt.Errorf("delete %s credential of %q: %w", m, user, err)
 	}
 	n, err := r.Int()
+	if n > 0 {
+		s.announce(ctx, events.User, "user", user)
+	}
 	return n > 0, err
 }
 

@@ -153,6 +153,10 @@ type group struct {
 	timer  *time.Timer
 	wakeAt time.Time // when timer fires; zero if not set
 
+	// gone: another broker coordinates the group now (ownership.go);
+	// nothing more is written for it from here.
+	gone bool
+
 	// cg is set while the group is a consumer group (KIP-848,
 	// consumer.go); the classic fields above then stay Empty.
 	cg *consumerGroup

@@ -21,12 +21,20 @@ func (c *Coordinator) Heartbeat(req HeartbeatRequest) error {
 	if req.Group == "" {
 		return ErrInvalidGroupID
 	}
-	g := c.lookup(req.Group)
+	ctx, cancel := quickContext()
+	defer cancel()
+	g, err := c.find(ctx, req.Group)
+	if err != nil {
+		return err
+	}
 	if g == nil {
 		return ErrUnknownMemberID
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if g.gone {
+		return notOwned(req.Group)
+	}
 	if g.state == Dead {
 		return ErrCoordinatorNotAvailable
 	}

@@ -84,13 +84,14 @@ func (c *Coordinator) Join(ctx context.Context, req JoinRequest) (JoinResult, er
 		return fail(fmt.Errorf("%w: a join needs a protocol type and protocols", ErrInconsistentProtocol))
 	}
 	var g *group
+	var err error
 	if req.MemberID == "" {
-		g = c.getOrCreate(req.Group)
-		if g == nil {
-			return fail(ErrNotCoordinator)
-		}
-	} else if g = c.lookup(req.Group); g == nil {
-		return fail(ErrUnknownMemberID)
+		g, err = c.findOrCreate(ctx, req.Group)
+	} else if g, err = c.find(ctx, req.Group); g == nil && err == nil {
+		err = ErrUnknownMemberID
+	}
+	if err != nil {
+		return fail(err)
 	}
 	// Whether the group has commits decides whether the cleanup removes
 	// it once it is empty (see cleanup.go).
@@ -98,6 +99,10 @@ func (c *Coordinator) Join(ctx context.Context, req JoinRequest) (JoinResult, er
 		return fail(err)
 	}
 	g.mu.Lock()
+	if g.gone {
+		g.mu.Unlock()
+		return fail(notOwned(req.Group))
+	}
 	if g.cg != nil && len(g.cg.members) > 0 && g.state != Dead {
 		res, err := g.classicJoin(req, time.Now())
 		g.mu.Unlock()

@@ -18,7 +18,12 @@ func (c *Coordinator) Leave(name string, members []LeaveMember) ([]error, error)
 		return nil, ErrInvalidGroupID
 	}
 	errs := make([]error, len(members))
-	g := c.lookup(name)
+	ctx, cancel := quickContext()
+	defer cancel()
+	g, err := c.find(ctx, name)
+	if err != nil {
+		return nil, err
+	}
 	if g == nil {
 		for i := range errs {
 			errs[i] = ErrUnknownMemberID
@@ -27,6 +32,9 @@ func (c *Coordinator) Leave(name string, members []LeaveMember) ([]error, error)
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if g.gone {
+		return nil, notOwned(name)
+	}
 	if g.state == Dead {
 		return nil, ErrCoordinatorNotAvailable
 	}

@@ -41,11 +41,18 @@ func (c *Coordinator) Sync(ctx context.Context, req SyncRequest) (SyncResult, er
 	if req.Group == "" {
 		return SyncResult{}, ErrInvalidGroupID
 	}
-	g := c.lookup(req.Group)
+	g, err := c.find(ctx, req.Group)
+	if err != nil {
+		return SyncResult{}, err
+	}
 	if g == nil {
 		return SyncResult{}, ErrUnknownMemberID
 	}
 	g.mu.Lock()
+	if g.gone {
+		g.mu.Unlock()
+		return SyncResult{}, notOwned(req.Group)
+	}
 	if g.cg != nil {
 		res, err := g.classicSync(req, time.Now())
 		g.mu.Unlock()

@@ -47,7 +47,7 @@ func (g *group) onTimer() {
 	defer g.mu.Unlock()
 	// Checked under g.mu: Close shuts each group down under it, so a
 	// timer that fired meanwhile sees the close and sets no new timer.
-	if g.c.isClosed() {
+	if g.gone || g.c.isClosed() {
 		return
 	}
 	g.wakeAt = time.Time{}

@@ -50,6 +50,7 @@ func (c *Coordinator) cleanupLoop() {
 func (c *Coordinator) Cleanup(ctx context.Context) (int, error) {
 	n := 0
 	var first error
+	c.OwnershipChanged(ctx)
 	for _, g := range c.all() {
 		g.mu.Lock()
 		idle := g.idle()
@@ -82,7 +83,7 @@ func (c *Coordinator) removeIfIdle(ctx context.Context, g *group) (bool, error) 
 		return false, err
 	}
 	g.mu.Lock()
-	if !g.idle() {
+	if g.gone || !g.idle() {
 		g.mu.Unlock()
 		return false, nil
 	}

@@ -474,12 +474,20 @@ type ConsumerDescription struct {
 // DescribeConsumer returns the named consumer group: ErrGroupNotFound if
 // there is none or it is a classic group.
 func (c *Coordinator) DescribeConsumer(name string) (ConsumerDescription, error) {
-	g := c.lookup(name)
+	ctx, cancel := quickContext()
+	defer cancel()
+	g, err := c.find(ctx, name)
+	if err != nil {
+		return ConsumerDescription{}, err
+	}
 	if g == nil {
 		return ConsumerDescription{}, fmt.Errorf("%w: %q", ErrGroupNotFound, name)
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if g.gone {
+		return ConsumerDescription{}, notOwned(name)
+	}
 	if g.state == Dead || g.cg == nil {
 		return ConsumerDescription{}, fmt.Errorf("%w: %q is not a consumer group", ErrGroupNotFound, name)
 	}

@@ -108,17 +108,24 @@ func (c *Coordinator) ConsumerHeartbeat(req ConsumerHeartbeatRequest) (ConsumerH
 	if req.MemberEpoch < 0 {
 		return c.consumerLeave(req)
 	}
+	ctx, cancel := quickContext()
+	defer cancel()
 	var g *group
+	var err error
 	if req.MemberEpoch == JoinEpoch {
-		if g = c.getOrCreate(req.Group); g == nil {
-			return ConsumerHeartbeatResult{}, ErrNotCoordinator
-		}
-	} else if g = c.lookup(req.Group); g == nil {
+		g, err = c.findOrCreate(ctx, req.Group)
+	} else if g, err = c.find(ctx, req.Group); g == nil && err == nil {
 		// Only a join makes a group.
-		return ConsumerHeartbeatResult{}, fmt.Errorf("%w: %q", ErrUnknownMemberID, req.MemberID)
+		err = fmt.Errorf("%w: %q", ErrUnknownMemberID, req.MemberID)
+	}
+	if err != nil {
+		return ConsumerHeartbeatResult{}, err
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if g.gone {
+		return ConsumerHeartbeatResult{}, notOwned(req.Group)
+	}
 	if g.state == Dead {
 		return ConsumerHeartbeatResult{}, ErrCoordinatorNotAvailable
 	}
@@ -307,12 +314,20 @@ func (m *cmember) checkEpoch(epoch int32, owned Assignment) error {
 // consumerLeave handles epochs -1 (leave) and -2 (a static member's
 // temporary leave: it keeps its assignment until its session expires).
 func (c *Coordinator) consumerLeave(req ConsumerHeartbeatRequest) (ConsumerHeartbeatResult, error) {
-	g := c.lookup(req.Group)
+	ctx, cancel := quickContext()
+	defer cancel()
+	g, err := c.find(ctx, req.Group)
+	if err != nil {
+		return ConsumerHeartbeatResult{}, err
+	}
 	if g == nil {
 		return ConsumerHeartbeatResult{}, fmt.Errorf("%w: %q", ErrUnknownMemberID, req.MemberID)
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if g.gone {
+		return ConsumerHeartbeatResult{}, notOwned(req.Group)
+	}
 	if g.cg == nil || g.state == Dead {
 		return ConsumerHeartbeatResult{}, fmt.Errorf("%w: %q", ErrUnknownMemberID, req.MemberID)
 	}

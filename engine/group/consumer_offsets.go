@@ -50,12 +50,20 @@ func (c *Coordinator) ValidateFetchMember(name, memberID string, epoch int32) er
 	if epoch < 0 {
 		return nil
 	}
-	g := c.lookup(name)
+	ctx, cancel := quickContext()
+	defer cancel()
+	g, err := c.find(ctx, name)
+	if err != nil {
+		return err
+	}
 	if g == nil {
 		return fmt.Errorf("%w: %q", ErrUnknownMemberID, memberID)
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if g.gone {
+		return notOwned(name)
+	}
 	if g.cg == nil {
 		return nil // a classic group: OffsetFetch carries no generation check
 	}
@@ -107,8 +115,10 @@ func (g *group) leaveConsumerProtocol() error {
 // IsConsumerGroup reports whether the named group is a consumer group
 // (KIP-848), which DescribeGroups does not describe.
 func (c *Coordinator) IsConsumerGroup(name string) bool {
-	g := c.lookup(name)
-	if g == nil {
+	ctx, cancel := quickContext()
+	defer cancel()
+	g, err := c.find(ctx, name)
+	if g == nil || err != nil {
 		return false
 	}
 	g.mu.Lock()

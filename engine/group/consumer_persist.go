@@ -123,6 +123,9 @@ func decodeAssignedAt(m map[string]map[int32]int32) (map[partKey]int32, error) {
 // logged (a restart then makes the members rejoin).
 func (g *group) persistConsumer() {
 	c, cg := g.c, g.cg
+	if g.gone {
+		return
+	}
 	sg := storedConsumerGroup{Epoch: cg.epoch, TargetEpoch: cg.targetEpoch, Assignor: cg.assignor, TopicsHash: cg.topicsHash}
 	for _, m := range g.sortedConsumers() {
 		var sc *storedClassic
@@ -155,46 +158,6 @@ func (g *group) persistConsumer() {
 		return
 	}
 	g.stored = true
-}
-
-// restoreConsumerGroups reads the consumer group state of every
-// registered group (elems is the registry, name and type pairs).
-func (c *Coordinator) restoreConsumerGroups(ctx context.Context, elems []resp.Reply) error {
-	var pl resp.Pipeline
-	var names []string
-	for i := 0; i+1 < len(elems); i += 2 {
-		name := string(elems[i].Bytes())
-		names = append(names, name)
-		pl.Cmd("GET", c.k.ConsumerGroupState(name))
-	}
-	rs, err := c.rc.Exec(ctx, &pl)
-	if err != nil {
-		return fmt.Errorf("load consumer group states: %w", err)
-	}
-	defer rs.Release()
-	now := time.Now()
-	for i, name := range names {
-		r := rs.At(i)
-		if err := r.Err(); err != nil {
-			return fmt.Errorf("load consumer group %q: %w", name, err)
-		}
-		if r.IsNil() {
-			continue
-		}
-		var sg storedConsumerGroup
-		if err := json.Unmarshal(r.Bytes(), &sg); err != nil {
-			c.log.Warn("ignoring bad consumer group state; its members will rejoin", "group", name, "key", c.k.ConsumerGroupState(name), "err", err)
-			continue
-		}
-		g := c.groups[name]
-		g.mu.Lock()
-		if err := g.restoreConsumer(sg, now); err != nil {
-			c.log.Warn("ignoring bad consumer group state; its members will rejoin", "group", name, "err", err)
-			g.cg = nil
-		}
-		g.mu.Unlock()
-	}
-	return nil
 }
 
 func (g *group) restoreConsumer(sg storedConsumerGroup, now time.Time) error {

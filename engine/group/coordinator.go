@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/korvet/korvet/engine/keys"
@@ -48,6 +49,11 @@ type Options struct {
 
 	// Consumer groups (KIP-848), see consumer.go.
 	Consumer ConsumerOptions
+
+	// Owns reports whether this broker coordinates the group now; nil
+	// means every group (a single broker). Several brokers on one Redis
+	// each hold only the groups they own (ownership.go).
+	Owns func(group string) bool
 }
 
 // Coordinator runs every group of one korvet. It is safe for concurrent use.
@@ -61,13 +67,18 @@ type Coordinator struct {
 	groups map[string]*group
 	closed bool
 
+	// complete: every group in the registry this broker owns is in
+	// groups, so a miss there means no such group (ownership.go).
+	complete atomic.Bool
+
 	// The cleanup loop: stop ends it, done is closed when it has.
 	stop, done chan struct{}
 }
 
-// Open loads the groups stored in Redis with their membership, so that
-// members carry on across a restart without rebalancing. Committed offsets
-// are read from Redis on first use.
+// Open loads the groups stored in Redis that this broker owns with their
+// membership, so that members carry on across a restart without
+// rebalancing. Committed offsets are read from Redis on first use; a
+// group owned later is restored on first use (ownership.go).
 func Open(ctx context.Context, rc *resp.Client, opts Options) (*Coordinator, error) {
 	if opts.Keyspace == "" {
 		opts.Keyspace = keys.Default
@@ -104,22 +115,39 @@ func Open(ctx context.Context, rc *resp.Client, opts Options) (*Coordinator, err
 	}
 	var elems []resp.Reply
 	elems = r.Elems(elems)
+	var names []string
 	var pl resp.Pipeline
 	for i := 0; i+1 < len(elems); i += 2 {
-		g := c.newGroup(string(elems[i].Bytes()))
-		g.protocolType = string(elems[i+1].Bytes())
-		g.stored = true
-		c.groups[g.name] = g
-		pl.Cmd("GET", c.k.GroupState(g.name))
-	}
-	if pl.Len() > 0 {
-		if err := c.restore(ctx, &pl, elems); err != nil {
-			return nil, err
-		}
-		if err := c.restoreConsumerGroups(ctx, elems); err != nil {
-			return nil, err
+		if name := string(elems[i].Bytes()); c.owns(name) {
+			names = append(names, name)
+			c.restoreCmds(&pl, name)
 		}
 	}
+	if len(names) > 0 {
+		rs, err := rc.Exec(ctx, &pl)
+		if err != nil {
+			return nil, fmt.Errorf("load group states: %w", err)
+		}
+		now := time.Now()
+		for i, name := range names {
+			g, found, err := c.rebuild(name, rs.At(3*i), rs.At(3*i+1), rs.At(3*i+2), now)
+			if err != nil {
+				rs.Release()
+				for _, g := range c.groups { // stop the timers restored so far
+					g.mu.Lock()
+					g.gone = true
+					g.shutdown()
+					g.mu.Unlock()
+				}
+				return nil, err
+			}
+			if found {
+				c.groups[name] = g
+			}
+		}
+		rs.Release()
+	}
+	c.complete.Store(true)
 	c.log.Info("groups loaded", "count", len(c.groups))
 	c.stop, c.done = make(chan struct{}), make(chan struct{})
 	go c.cleanupLoop()
@@ -147,29 +175,6 @@ func (c *Coordinator) Close() {
 	if c.done != nil {
 		<-c.done
 	}
-}
-
-// lookup returns the named group or nil.
-func (c *Coordinator) lookup(name string) *group {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.groups[name]
-}
-
-// getOrCreate returns the named group, creating it empty; nil once the
-// coordinator is closed.
-func (c *Coordinator) getOrCreate(name string) *group {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return nil
-	}
-	g := c.groups[name]
-	if g == nil {
-		g = c.newGroup(name)
-		c.groups[name] = g
-	}
-	return g
 }
 
 // forget drops g from the map if it is still the group under its name.
@@ -212,8 +217,11 @@ type Summary struct {
 	StateName string
 }
 
-// List returns every group, sorted by name.
+// List returns every group this broker coordinates and holds, sorted by
+// name. A group owned since the last change of the live brokers shows
+// once it has been used here (a member joined or an admin asked).
 func (c *Coordinator) List() []Summary {
+	c.DropUnowned()
 	gs := c.all()
 	out := make([]Summary, 0, len(gs))
 	for _, g := range gs {
@@ -252,10 +260,27 @@ type Description struct {
 
 // Exists reports whether name is a live group of either protocol,
 // classic or consumer (KIP-848). Share groups ask before taking an id:
-// all group types share one namespace, as in Kafka.
+// all group types share one namespace, as in Kafka. Any broker may ask:
+// for a group coordinated elsewhere it checks the registry in Redis.
 func (c *Coordinator) Exists(name string) bool {
-	g := c.lookup(name)
-	if g == nil {
+	if !c.owns(name) {
+		return c.registered(name)
+	}
+	if c.complete.Load() {
+		// The share paths ask on every fetch: answer from memory when it
+		// has every group this broker owns.
+		g := c.held(name)
+		if g == nil {
+			return false
+		}
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		return g.state != Dead
+	}
+	ctx, cancel := quickContext()
+	defer cancel()
+	g, err := c.find(ctx, name)
+	if g == nil || err != nil {
 		return false
 	}
 	g.mu.Lock()
@@ -265,10 +290,27 @@ func (c *Coordinator) Exists(name string) bool {
 
 // Describe returns the named group; false if there is none.
 func (c *Coordinator) Describe(name string) (Description, bool) {
-	g := c.lookup(name)
-	if g == nil {
-		return Description{Group: name, State: Dead}, false
+	d, ok, err := c.DescribeOwned(name)
+	return d, ok && err == nil
+}
+
+// DescribeOwned is Describe that also says why there is nothing:
+// ErrNotCoordinator when another broker coordinates the group.
+func (c *Coordinator) DescribeOwned(name string) (Description, bool, error) {
+	ctx, cancel := quickContext()
+	defer cancel()
+	g, err := c.find(ctx, name)
+	if err != nil {
+		return Description{Group: name, State: Dead}, false, err
 	}
+	if g == nil {
+		return Description{Group: name, State: Dead}, false, nil
+	}
+	d, ok := c.describe(g, name)
+	return d, ok, nil
+}
+
+func (c *Coordinator) describe(g *group, name string) (Description, bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.state == Dead || g.cg != nil {
@@ -305,7 +347,10 @@ type PartitionLag struct {
 // Lag returns the lag of every partition the group has committed, sorted
 // by topic and partition. Partitions whose topic is gone are left out.
 func (c *Coordinator) Lag(ctx context.Context, name string) ([]PartitionLag, error) {
-	g := c.lookup(name)
+	g, err := c.find(ctx, name)
+	if err != nil {
+		return nil, err
+	}
 	if g == nil {
 		return nil, fmt.Errorf("%w: %q", ErrGroupNotFound, name)
 	}

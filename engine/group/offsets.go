@@ -144,15 +144,18 @@ func (g *group) loadLocked(ctx context.Context) error {
 // error for the whole commit (group membership checks, Redis failure).
 func (c *Coordinator) Commit(ctx context.Context, req CommitRequest) ([]error, error) {
 	simple := req.Generation < 0 && req.MemberID == "" && req.InstanceID == ""
-	g := c.lookup(req.Group)
+	g, err := c.find(ctx, req.Group)
+	if err != nil {
+		return nil, err
+	}
 	if g == nil {
 		if req.Generation >= 0 {
 			// A member of a generation this coordinator never saw: it
 			// must rejoin.
 			return nil, fmt.Errorf("%w: group %q has no generation %d", ErrIllegalGeneration, req.Group, req.Generation)
 		}
-		if g = c.getOrCreate(req.Group); g == nil {
-			return nil, ErrNotCoordinator
+		if g, err = c.findOrCreate(ctx, req.Group); err != nil {
+			return nil, err
 		}
 	}
 	g.commitMu.Lock()
@@ -162,7 +165,12 @@ func (c *Coordinator) Commit(ctx context.Context, req CommitRequest) ([]error, e
 	}
 	errs := make([]error, len(req.Offsets))
 	g.mu.Lock()
-	err := g.validateCommit(req, simple, errs)
+	if g.gone {
+		// Dropped while this commit waited: the new owner takes it.
+		g.mu.Unlock()
+		return nil, notOwned(req.Group)
+	}
+	err = g.validateCommit(req, simple, errs)
 	protocolType := g.protocolType
 	g.mu.Unlock()
 	if err != nil {
@@ -281,7 +289,10 @@ func (c *Coordinator) execTx(ctx context.Context, pl *resp.Pipeline) error {
 // Fetch handles an OffsetFetch for one group: the committed offsets of
 // parts, or of every partition the group committed when parts is nil.
 func (c *Coordinator) Fetch(ctx context.Context, name string, parts []TopicPartition) ([]PartitionCommit, error) {
-	g := c.lookup(name)
+	g, err := c.find(ctx, name)
+	if err != nil {
+		return nil, err
+	}
 	if g == nil {
 		out := make([]PartitionCommit, len(parts))
 		for i, tp := range parts {
@@ -334,13 +345,20 @@ func (c *Coordinator) DeleteGroups(ctx context.Context, names []string) []error 
 }
 
 func (c *Coordinator) deleteGroup(ctx context.Context, name string) error {
-	g := c.lookup(name)
+	g, err := c.find(ctx, name)
+	if err != nil {
+		return err
+	}
 	if g == nil {
 		return fmt.Errorf("%w: %q", ErrGroupNotFound, name)
 	}
 	g.commitMu.Lock()
 	defer g.commitMu.Unlock()
 	g.mu.Lock()
+	if g.gone {
+		g.mu.Unlock()
+		return notOwned(name)
+	}
 	switch g.state {
 	case Dead:
 		g.mu.Unlock()
@@ -377,7 +395,10 @@ func (c *Coordinator) deleteGroup(ctx context.Context, name string) error {
 // type (it knows the consumer protocol; the coordinator does not) and
 // reports false when it cannot tell, which counts as subscribed to all.
 func (c *Coordinator) DeleteOffsets(ctx context.Context, name string, parts []TopicPartition, subscribedTopics func(protocolType string, metadata []byte) ([]string, bool)) ([]error, error) {
-	g := c.lookup(name)
+	g, err := c.find(ctx, name)
+	if err != nil {
+		return nil, err
+	}
 	if g == nil {
 		return nil, fmt.Errorf("%w: %q", ErrGroupNotFound, name)
 	}
@@ -388,6 +409,10 @@ func (c *Coordinator) DeleteOffsets(ctx context.Context, name string, parts []To
 	}
 	errs := make([]error, len(parts))
 	g.mu.Lock()
+	if g.gone {
+		g.mu.Unlock()
+		return nil, notOwned(name)
+	}
 	switch g.state {
 	case Dead:
 		g.mu.Unlock()

@@ -3,7 +3,6 @@ package group
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"time"
 
 	"github.com/korvet/korvet/resp"
@@ -46,6 +45,9 @@ const persistTimeout = 2 * time.Second
 // logged and the group goes on: a restart then costs it a rebalance.
 func (g *group) persist() {
 	c := g.c
+	if g.gone {
+		return
+	}
 	var pl resp.Pipeline
 	pl.Cmd("MULTI")
 	sg := storedGroup{Generation: g.generation, State: g.state.String(), ProtocolType: g.protocolType, Protocol: g.protocol, Leader: g.leader}
@@ -72,37 +74,6 @@ func (g *group) persist() {
 		return
 	}
 	g.stored = true
-}
-
-// restore reads the state of every registered group (pl holds a GET per
-// group, in the order of the registry reply elems) and rebuilds them.
-func (c *Coordinator) restore(ctx context.Context, pl *resp.Pipeline, elems []resp.Reply) error {
-	rs, err := c.rc.Exec(ctx, pl)
-	if err != nil {
-		return fmt.Errorf("load group states: %w", err)
-	}
-	defer rs.Release()
-	now := time.Now()
-	for i := 0; i < rs.Len(); i++ {
-		name := string(elems[2*i].Bytes())
-		r := rs.At(i)
-		if err := r.Err(); err != nil {
-			return fmt.Errorf("load state of group %q: %w", name, err)
-		}
-		if r.IsNil() {
-			continue // only commits
-		}
-		var sg storedGroup
-		if err := json.Unmarshal(r.Bytes(), &sg); err != nil {
-			c.log.Warn("ignoring bad group state; its members will rejoin", "group", name, "key", c.k.GroupState(name), "err", err)
-			continue
-		}
-		g := c.groups[name]
-		g.mu.Lock()
-		g.restore(sg, now)
-		g.mu.Unlock()
-	}
-	return nil
 }
 
 // restore rebuilds a group from its stored state. Members get a full

@@ -328,3 +328,30 @@ func compareStrings(a, b string) int {
 	}
 	return 0
 }
+
+// Reconcile brings the share groups in line with the registry in Redis
+// (registered, shared by every broker) and with this broker's ownership:
+// a registered group is known, an unregistered one without members is
+// forgotten, and a group another broker coordinates loses its members
+// here (they heartbeat to the new coordinator and rejoin there).
+func (c *Coordinator) Reconcile(registered map[string]bool, owns func(string) bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for name, g := range c.groups {
+		if owns != nil && !owns(name) {
+			for id := range g.members {
+				delete(g.members, id)
+				c.dropSessionsLocked(name, id)
+			}
+			g.epoch++
+		}
+		if !registered[name] && len(g.members) == 0 {
+			delete(c.groups, name)
+		}
+	}
+	for name := range registered {
+		if c.groups[name] == nil {
+			c.groups[name] = &group{id: name, members: map[string]*Member{}}
+		}
+	}
+}

@@ -193,3 +193,38 @@ func TestSessions(t *testing.T) {
 		t.Fatalf("growing a session past the bound: %v", err)
 	}
 }
+
+// TestReconcile: the registry in Redis decides which share groups exist;
+// ownership decides where their members live. A group another broker
+// coordinates loses its members here (they rejoin there); one deleted
+// elsewhere goes once empty; one created elsewhere appears.
+func TestReconcile(t *testing.T) {
+	c := NewCoordinator(Options{})
+	counts := func(topics []string) map[string]int32 {
+		out := map[string]int32{}
+		for _, n := range topics {
+			out[n] = 2
+		}
+		return out
+	}
+	for _, g := range []string{"mine", "theirs"} {
+		if _, err := c.Heartbeat(HeartbeatRequest{Group: g, MemberID: "m", Topics: []string{"t"}}, counts); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.Ensure("deleted")
+	c.Reconcile(map[string]bool{"mine": true, "theirs": true, "new": true}, func(g string) bool { return g != "theirs" })
+	names := c.Names()
+	want := map[string]int{"mine": 1, "theirs": 0, "new": 0}
+	if !maps.Equal(names, want) {
+		t.Fatalf("groups after reconcile: %v, want %v", names, want)
+	}
+	if c.IsMember("theirs", "m") {
+		t.Fatal("a member of a group coordinated elsewhere stayed")
+	}
+	// The member's next heartbeat here is refused: it must find the new
+	// coordinator and join there.
+	if _, err := c.Heartbeat(HeartbeatRequest{Group: "theirs", MemberID: "m", MemberEpoch: 1}, counts); !errors.Is(err, ErrUnknownMember) {
+		t.Fatalf("heartbeat of a dropped member: %v", err)
+	}
+}
