@@ -33,7 +33,7 @@ func runWorkload(t *testing.T, brokers int, proto848 bool, disrupt func(w *workl
 	w.lp = startLoad(t, c.seeds(), w.topic)
 	w.g = startGroup(t, c.seeds(), w.topic, w.group, 3, proto848)
 	watch := watchCommits(c.adm, w.topic, w.group)
-	w.lp.waitMore(t, 500, 30*time.Second)
+	w.lp.waitMore(t, 300, 30*time.Second)
 	w.g.waitCommits(t, 3, 30*time.Second)
 
 	disrupt(w)

@@ -98,9 +98,8 @@ func (c *cluster) createTopic(topic string, partitions int32, configs map[string
 	c.waitLeaders(topic, partitions, 20*time.Second, func(map[int32]int32) bool { return true })
 }
 
-// leaders asks the cluster who leads each partition of topic (a freshly
-// dialed broker each time would be better, but the admin client already
-// skips dead ones).
+// leaders asks the cluster who leads each partition of topic and which
+// brokers are live (the admin client skips dead brokers).
 func (c *cluster) leaders(topic string) (map[int32]int32, []int32, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

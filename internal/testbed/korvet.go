@@ -233,6 +233,7 @@ func StartCluster(tb testing.TB, redisURL string, n int) []*Korvet {
 
 // korvetConfig is the korvet.toml for o, with k's addresses.
 func korvetConfig(tb testing.TB, o KorvetOptions, k *Korvet) string {
+	tb.Helper()
 	level := o.LogLevel
 	if level == "" {
 		level = "info"
