@@ -19,7 +19,9 @@
 #   KGO_TEST_RECORDS  records per ETL test (default 20000)
 #   TEST_TIMEOUT      go test -timeout (default 900s)
 #   KORVET_BIN        use this korvet binary instead of building one
-#   KEEP_TMP=1        keep the temp dir (korvet.log, test.log)
+#   BROKERS           korvet brokers on the one Redis (default 1; node ids
+#                     1..N, each on its own port; kgo gets all as seeds)
+#   KEEP_TMP=1        keep the temp dir (korvet*.log, test.log)
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -76,16 +78,26 @@ stop_pid() {
 command -v go >/dev/null 2>&1 || die "go is not on PATH"
 command -v redis-server >/dev/null 2>&1 || die "redis-server is missing (apt-get install redis-server)"
 
+BROKERS=${BROKERS:-1}
+[[ $BROKERS =~ ^[1-9]$ ]] || die "BROKERS must be 1 to 9, not '$BROKERS'"
+
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/korvet-conformance.XXXXXX")
 REDIS_PID=""
 KORVET_PID=""
+KORVET_PIDS=()
 cleanup() {
-	local rc=$?
+	local rc=$? pid f
+	for pid in "${KORVET_PIDS[@]}"; do
+		stop_pid "$pid" 15
+	done
 	stop_pid "$KORVET_PID" 15
 	stop_pid "$REDIS_PID" 10
-	if [[ $rc -ne 0 && -f $TMP/korvet.log ]]; then
-		echo "--- tail of korvet.log ---" >&2
-		tail -n 30 "$TMP/korvet.log" >&2 || true
+	if [[ $rc -ne 0 ]]; then
+		for f in "$TMP"/korvet*.log; do
+			[[ -f $f ]] || continue
+			echo "--- tail of $(basename "$f") ---" >&2
+			tail -n 30 "$f" >&2 || true
+		done
 	fi
 	if [[ ${KEEP_TMP:-} == 1 ]]; then
 		echo "kept $TMP" >&2
@@ -116,20 +128,25 @@ cp -r "$SRC" "$TMP/franz"
 chmod -R u+w "$TMP/franz"
 
 free_port REDIS_PORT
-free_port KAFKA_PORT
-mkdir -p "$TMP/redis" "$TMP/data"
+mkdir -p "$TMP/redis"
 redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save "" --appendonly no \
 	--dir "$TMP/redis" --logfile "$TMP/redis/redis.log" </dev/null &
 REDIS_PID=$!
 wait_port "$REDIS_PORT" 15 "$REDIS_PID" || die "redis-server did not start: $(tail -n 5 "$TMP/redis/redis.log")"
 
-cat >"$TMP/korvet.toml" <<EOF
-data_dir = "$TMP/data"
+# BROKERS korvets on the one Redis and keyspace, node ids 1..BROKERS.
+SEEDS=""
+for ((n = 1; n <= BROKERS; n++)); do
+	free_port KAFKA_PORT
+	mkdir -p "$TMP/data-$n"
+	cat >"$TMP/korvet-$n.toml" <<EOF
+data_dir = "$TMP/data-$n"
 log_level = "info"
 shutdown_grace = "5s"
 
 [kafka]
 listen = "127.0.0.1:$KAFKA_PORT"
+node_id = $n
 
 [http]
 listen = "127.0.0.1:0"
@@ -137,10 +154,13 @@ listen = "127.0.0.1:0"
 [redis]
 url = "redis://127.0.0.1:$REDIS_PORT/0"
 EOF
-"$BIN" serve --config "$TMP/korvet.toml" </dev/null >"$TMP/korvet.log" 2>&1 &
-KORVET_PID=$!
-wait_port "$KAFKA_PORT" 20 "$KORVET_PID" || die "korvet did not start: $(tail -n 20 "$TMP/korvet.log")"
-log "redis-server on 127.0.0.1:$REDIS_PORT, korvet on 127.0.0.1:$KAFKA_PORT"
+	"$BIN" serve --config "$TMP/korvet-$n.toml" </dev/null >"$TMP/korvet-$n.log" 2>&1 &
+	pid=$!
+	KORVET_PIDS+=("$pid")
+	wait_port "$KAFKA_PORT" 20 "$pid" || die "korvet node $n did not start: $(tail -n 20 "$TMP/korvet-$n.log")"
+	SEEDS+="${SEEDS:+,}127.0.0.1:$KAFKA_PORT"
+done
+log "redis-server on 127.0.0.1:$REDIS_PORT, $BROKERS korvet broker(s) on $SEEDS"
 log "running kgo tests matching $RUN"
 
 skip=()
@@ -148,7 +168,7 @@ skip=()
 set +e
 (
 	cd "$TMP/franz/pkg/kgo" &&
-		KGO_SEEDS=127.0.0.1:$KAFKA_PORT KGO_TEST_RF=1 \
+		KGO_SEEDS=$SEEDS KGO_TEST_RF=1 \
 			KGO_TEST_RECORDS=${KGO_TEST_RECORDS:-20000} KGO_LOG_LEVEL=none \
 			go test -count=1 -v -timeout "${TEST_TIMEOUT:-900s}" -run "$RUN" "${skip[@]}" .
 ) >"$TMP/test.log" 2>&1
@@ -157,7 +177,7 @@ set -e
 
 # One line per test and subtest, in the order go test finished them.
 echo
-echo "=== kgo $FRANZ_VERSION tests against korvet ==="
+echo "=== kgo $FRANZ_VERSION tests against $BROKERS korvet broker(s) ==="
 grep -E '^ *--- (PASS|FAIL|SKIP): ' "$TMP/test.log" |
 	sed -E 's/^( *)--- (PASS|FAIL|SKIP): ([^ ]+) \(([^)]*)\).*/\2 \1\3 (\4)/' || true
 pass=$(grep -cE '^--- PASS: ' "$TMP/test.log" || true)
@@ -196,8 +216,10 @@ url = "redis://127.0.0.1:$REDIS_PORT/0"
 keyspace = "scram"
 TOML
 	printf 'scram-secret\n' | "$BIN" user add --config "$TMP/scram.toml" kgo >/dev/null || die "korvet user add failed"
-	stop_pid "$KORVET_PID" 15
-	KORVET_PID=""
+	for pid in "${KORVET_PIDS[@]}"; do
+		stop_pid "$pid" 15
+	done
+	KORVET_PIDS=()
 	"$BIN" serve --config "$TMP/scram.toml" </dev/null >"$TMP/korvet.log" 2>&1 &
 	KORVET_PID=$!
 	wait_port "$SCRAM_PORT" 20 "$KORVET_PID" || die "SCRAM korvet did not start: $(tail -n 20 "$TMP/korvet.log")"

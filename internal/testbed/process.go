@@ -43,15 +43,15 @@ func spawn(bin string, args []string, dir, logPath string) (*process, error) {
 }
 
 // halt sends sig and waits for the exit, killing the process if it takes
-// longer than stopTimeout.
-func (p *process) halt(tb testing.TB, name string, sig syscall.Signal) {
+// longer than within.
+func (p *process) halt(tb testing.TB, name string, sig syscall.Signal, within time.Duration) {
 	if err := p.cmd.Process.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
 		tb.Logf("testbed: signal %s: %v", name, err)
 	}
 	select {
 	case <-p.done:
-	case <-time.After(stopTimeout):
-		tb.Errorf("testbed: %s did not exit %v after %v; killing it", name, stopTimeout, sig)
+	case <-time.After(within):
+		tb.Errorf("testbed: %s did not exit %v after %v; killing it", name, within, sig)
 		_ = p.cmd.Process.Kill()
 		<-p.done
 	}

@@ -28,6 +28,9 @@ type server struct {
 	dir     string // working dir
 	logPath string
 	probe   func() error // nil once the server answers
+	// readyWithin and stopWithin override readyTimeout and stopTimeout
+	// when set (korvet may wait a lease time before it serves).
+	readyWithin, stopWithin time.Duration
 
 	mu   sync.Mutex
 	proc *process // nil while stopped
@@ -62,7 +65,7 @@ func (s *server) halt(sig syscall.Signal) {
 	s.proc = nil
 	s.mu.Unlock()
 	if p != nil {
-		p.halt(s.tb, s.name, sig)
+		p.halt(s.tb, s.name, sig, s.stopLimit())
 	}
 }
 
@@ -84,7 +87,11 @@ func (s *server) start() error {
 // waitReady polls the probe until it passes, the process exits or
 // readyTimeout passes.
 func (s *server) waitReady(p *process) error {
-	deadline := time.Now().Add(readyTimeout)
+	within := readyTimeout
+	if s.readyWithin > 0 {
+		within = s.readyWithin
+	}
+	deadline := time.Now().Add(within)
 	var last error
 	for time.Now().Before(deadline) {
 		select {
@@ -97,7 +104,14 @@ func (s *server) waitReady(p *process) error {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	return fmt.Errorf("not ready after %v: %w", readyTimeout, last)
+	return fmt.Errorf("not ready after %v: %w", within, last)
+}
+
+func (s *server) stopLimit() time.Duration {
+	if s.stopWithin > 0 {
+		return s.stopWithin
+	}
+	return stopTimeout
 }
 
 // logTail is the end of a server's log, for a failure message.

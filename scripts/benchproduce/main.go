@@ -94,8 +94,9 @@ func createTopic(ctx context.Context, o options) error {
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
+	// kadm returns the topic's error as err too.
 	res, err := adm.CreateTopic(ctx, int32(o.partitions), 1, nil, o.topic)
-	if err != nil {
+	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
 		return fmt.Errorf("create topic %s: %w", o.topic, err)
 	}
 	if res.Err != nil && !errors.Is(res.Err, kerr.TopicAlreadyExists) {
