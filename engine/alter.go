@@ -155,6 +155,9 @@ func (e *Engine) CreatePartitions(ctx context.Context, topic string, count int32
 	t.mu.Lock()
 	t.parts = parts
 	t.mu.Unlock()
+	if err := e.assignNew(ctx, parts[have:]); err != nil {
+		e.log.Warn("partitions created; they get a leader at the next check", "topic", topic, "err", err)
+	}
 	e.log.Info("partitions created", "topic", topic, "from", have, "to", count)
 	return nil
 }

@@ -43,6 +43,7 @@ func (p *Partition) flushLoop() {
 
 // flushRound is the work of one round of the flush loop.
 type flushRound struct {
+	epoch    int32      // the leader epoch the round writes under
 	take     []*Pending // appends taken from the queue
 	st       flushState
 	saved    bool // the segment registry exists in Redis
@@ -68,6 +69,15 @@ func (p *Partition) collect(ctx context.Context) (fl flushRound, ok bool) {
 			// The engine is closing: nothing more can reach Redis, and
 			// retrying would spin.
 			p.failQueuedLocked(fmt.Errorf("%w: %s/%d", ErrClosed, p.t.name, p.id))
+			p.flushing = false
+			p.mu.Unlock()
+			return fl, false
+		}
+		if p.leadEpoch == 0 {
+			// Not (or no longer) the leader: what waits fails, and the
+			// leader does the partition's work.
+			p.failQueuedLocked(p.notLeader())
+			p.roll, p.dropLocal = false, nil
 			p.flushing = false
 			p.mu.Unlock()
 			return fl, false
@@ -127,6 +137,7 @@ func (p *Partition) takeLocked(trim bool) flushRound {
 		fl.trimWait, p.trimWait = p.trimWait, nil
 	}
 	fl.saved = p.segsSaved
+	fl.epoch = p.leadEpoch
 	p.roll = false
 	return fl
 }
@@ -141,66 +152,140 @@ func (fl *flushRound) plan(settings topicSettings, now time.Time) {
 // txBuffers are the flush loop's buffers, reused round after round.
 type txBuffers struct {
 	pl    resp.Pipeline
+	cmds  scriptCmds
 	enc   entry.Encoder
 	idBuf []byte
 }
 
+// cmdSink takes commands for a round's transaction.
+type cmdSink interface{ Cmd(args ...any) }
+
+// scriptCmds encodes commands as fenceScript's ARGV: each command is its
+// argument count, then its arguments.
+type scriptCmds struct{ resp.ArgBuffer }
+
+func (c *scriptCmds) Cmd(args ...any) {
+	c.Int(int64(len(args)))
+	for _, a := range args {
+		switch v := a.(type) {
+		case string:
+			c.String(v)
+		case []byte:
+			c.Bulk(v)
+		case int:
+			c.Int(int64(v))
+		case int64:
+			c.Int(v)
+		case int32:
+			c.Int(int64(v))
+		default:
+			panic(fmt.Sprintf("engine: unsupported argument type %T", a)) // a programming error
+		}
+	}
+}
+
+// fenceScript runs a round's commands only if this broker still leads
+// the partition at its epoch, so a deposed leader writes nothing, and
+// atomically, as MULTI/EXEC did. KEYS: the partition meta hash. ARGV:
+// epoch, node id, then per command its argument count and arguments.
+// Returns 1, or 0 when fenced. Commands are unpacked onto Lua's stack,
+// so each is kept under maxScriptCmdArgs arguments.
+var fenceScript = newScript(`
+local m = redis.call('HMGET', KEYS[1], 'leader', 'leader_epoch')
+if m[1] ~= ARGV[2] or m[2] ~= ARGV[1] then return 0 end
+local i, n = 3, #ARGV
+while i <= n do
+  local c = tonumber(ARGV[i])
+  redis.call(unpack(ARGV, i + 1, i + c))
+  i = i + c + 1
+end
+return 1
+`)
+
+// maxScriptCmdArgs keeps a command within what Redis's Lua can unpack
+// (its C stack holds 8000 values).
+const maxScriptCmdArgs = 7000
+
+// errFenced: the round's epoch check failed; nothing was written.
+var errFenced = errors.New("fenced: the partition's leader epoch moved")
+
 // write builds the round's transaction: the records, the partition's
 // counters and producers, the append summary, then any trim, archive
-// mark, local drop and change to the segment registry.
+// mark, local drop and change to the segment registry; all of it runs in
+// fenceScript under the round's epoch.
 func (tx *txBuffers) write(p *Partition, fl *flushRound) {
 	st := &fl.st
-	pl := &tx.pl
-	pl.Reset()
-	pl.Cmd("MULTI")
+	c := &tx.cmds
+	c.Reset()
 	stream := p.streamKey(st.segs[len(st.segs)-1].ID)
 	for _, op := range fl.committed {
 		for i := range op.recs {
 			r := &op.recs[i]
 			pairs := tx.enc.Prepare(r)
-			pl.Array(3 + 2*pairs)
-			pl.String("XADD")
-			pl.String(stream)
+			c.Int(int64(3 + 2*pairs))
+			c.String("XADD")
+			c.String(stream)
 			tx.idBuf = entry.AppendID(tx.idBuf[:0], r.Offset, op.codec)
-			pl.Bulk(tx.idBuf)
-			tx.enc.Append(pl)
+			c.Bulk(tx.idBuf)
+			tx.enc.Append(c)
 		}
 	}
 	if st.next > st.base || len(fl.changed) > 0 {
 		args := []any{"HSET", p.metaKey, "next", st.next, "bytes", st.bytes, "maxts", st.maxTs, "smin", st.segMin, "smax", st.segMax}
 		for _, pid := range fl.changed {
+			if len(args) >= maxScriptCmdArgs {
+				c.Cmd(args...)
+				args = []any{"HSET", p.metaKey}
+			}
 			args = append(args, producerField(pid), st.producers[pid].encode())
 		}
-		pl.Cmd(args...)
+		c.Cmd(args...)
 	}
 	if st.next > st.base {
 		tx.idBuf = entry.AppendID(tx.idBuf[:0], st.next-1, 0)
-		pl.Cmd("XADD", p.batchesKey, tx.idBuf, "t", st.maxTs, "b", st.bytes)
+		c.Cmd("XADD", p.batchesKey, tx.idBuf, "t", st.maxTs, "b", st.bytes)
 	}
 	if fl.trim {
-		p.planTrim(pl, st)
+		p.planTrim(c, st)
 	}
 	for _, a := range fl.archives {
 		st.markArchived(a)
 	}
 	for id := range fl.drops {
-		p.planDropLocal(pl, st, id)
+		p.planDropLocal(c, st, id)
 	}
 	if st.segsChanged {
 		args := []any{"HSET", p.segmentsKey}
 		for _, sg := range st.segs {
+			if len(args) >= maxScriptCmdArgs {
+				c.Cmd(args...)
+				args = []any{"HSET", p.segmentsKey}
+			}
 			args = append(args, sg.ID, sg.encode())
 		}
-		pl.Cmd(args...)
+		c.Cmd(args...)
 		if len(st.removed) > 0 {
 			args := []any{"HDEL", p.segmentsKey}
 			for _, id := range st.removed {
+				if len(args) >= maxScriptCmdArgs {
+					c.Cmd(args...)
+					args = []any{"HDEL", p.segmentsKey}
+				}
 				args = append(args, id)
 			}
-			pl.Cmd(args...)
+			c.Cmd(args...)
 		}
 	}
-	pl.Cmd("EXEC")
+	pl := &tx.pl
+	pl.Reset()
+	pl.Array(6 + c.Len())
+	pl.String("EVALSHA")
+	pl.String(fenceScript.sha)
+	pl.Int(1)
+	pl.String(p.metaKey)
+	pl.Int(int64(fl.epoch))
+	pl.Int(int64(p.t.e.opts.NodeID))
+	pl.Args(&c.ArgBuffer)
 }
 
 // commitRound runs the round's transaction and, if Redis took it, makes
@@ -237,7 +322,13 @@ func (p *Partition) commitRound(ctx context.Context, pl *resp.Pipeline, fl *flus
 		}
 	}
 	p.mu.Unlock()
-	if err != nil {
+	switch {
+	case errors.Is(err, errFenced):
+		p.t.e.log.Info("append fenced: another broker leads the partition now", "topic", p.t.name, "partition", p.id, "epoch", fl.epoch)
+		p.stepDown()
+		p.t.e.wakeControl()
+		err = p.notLeader()
+	case err != nil:
 		p.t.e.log.Warn("append failed", "topic", p.t.name, "partition", p.id, "records", st.next-st.base, "err", err)
 		err = fmt.Errorf("%w: %v", ErrStorageUnavailable, err)
 	}
@@ -344,42 +435,39 @@ func (st *flushState) assign(take []*Pending, settings topicSettings, now time.T
 	return committed, changed
 }
 
-// commit runs one transaction and checks every reply in it.
+// commit runs the round's script and checks its reply. NOSCRIPT (Redis
+// restarted or its scripts were flushed): nothing ran; the script is
+// loaded and the round sent again.
 func (p *Partition) commit(ctx context.Context, pl *resp.Pipeline) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	rs, err := p.t.e.rc.Exec(ctx, pl)
-	if err != nil {
-		return fmt.Errorf("append to %s: %w", p.metaKey, err)
-	}
-	defer rs.Release()
-	// Queued commands answer QUEUED; a queuing error (OOM, syntax) aborts
-	// the whole transaction with EXECABORT, which is what we want.
-	ex := rs.At(rs.Len() - 1)
-	if err := ex.Err(); err != nil {
-		for i := 1; i < rs.Len()-1; i++ {
-			if qerr := rs.At(i).Err(); qerr != nil {
-				return fmt.Errorf("append: %w", qerr)
+	for attempt := 0; ; attempt++ {
+		rs, err := p.t.e.rc.Exec(ctx, pl)
+		if err != nil {
+			return fmt.Errorf("append to %s: %w", p.metaKey, err)
+		}
+		r := rs.At(0)
+		err = r.Err()
+		if err != nil && attempt == 0 && isNoScript(err) {
+			rs.Release()
+			if err := fenceScript.load(ctx, p.t.e.rc); err != nil {
+				return fmt.Errorf("append to %s: %w", p.metaKey, err)
 			}
+			continue
 		}
-		return fmt.Errorf("append: %w", err)
-	}
-	if ex.IsNil() {
-		return errors.New("append: transaction aborted")
-	}
-	var failed error
-	ex.ForEach(func(r resp.Reply) bool {
-		if e := r.Err(); e != nil {
-			failed = e
-			return false
+		n, ierr := r.Int()
+		rs.Release()
+		switch {
+		case err != nil:
+			// A command failing inside the script does not undo the ones
+			// before it. With correct counters this cannot happen; if it
+			// does, the partition resyncs from Redis before the next append.
+			return fmt.Errorf("append: command failed inside transaction: %w", err)
+		case ierr != nil:
+			return fmt.Errorf("append: %w", ierr)
+		case n == 0:
+			return errFenced
 		}
-		return true
-	})
-	if failed != nil {
-		// Commands in an EXEC that fail at run time do not roll the others
-		// back. With correct counters this cannot happen; if it does, the
-		// partition resyncs from Redis before the next append.
-		return fmt.Errorf("append: command failed inside transaction: %w", failed)
+		return nil
 	}
-	return nil
 }

@@ -115,3 +115,40 @@ func (p *Pipeline) Cmd(args ...any) {
 		}
 	}
 }
+
+// ArgBuffer collects arguments encoded ahead of the command they go in,
+// for a caller that learns how many there are only after writing them
+// (Pipeline.Array needs the count first). Reuse it with Reset.
+type ArgBuffer struct {
+	buf []byte
+	n   int
+}
+
+// Reset empties the buffer, keeping its memory.
+func (a *ArgBuffer) Reset() { a.buf, a.n = a.buf[:0], 0 }
+
+// Len is the number of arguments.
+func (a *ArgBuffer) Len() int { return a.n }
+
+// Bulk adds a binary-safe argument.
+func (a *ArgBuffer) Bulk(b []byte) { a.buf = redcon.AppendBulk(a.buf, b); a.n++ }
+
+// String adds a string argument.
+func (a *ArgBuffer) String(s string) { a.buf = redcon.AppendBulkString(a.buf, s); a.n++ }
+
+// Int adds an integer argument in decimal.
+func (a *ArgBuffer) Int(v int64) {
+	var tmp [20]byte
+	a.buf = redcon.AppendBulk(a.buf, strconv.AppendInt(tmp[:0], v, 10))
+	a.n++
+}
+
+// Args adds every argument of a to the current command, as if each had
+// been given with Bulk.
+func (p *Pipeline) Args(a *ArgBuffer) {
+	if a.n > p.pending && p.err == nil {
+		p.err = fmt.Errorf("%w: command %d given %d arguments, %d expected", errPipeline, p.n, a.n, p.pending)
+	}
+	p.pending -= a.n
+	p.buf = append(p.buf, a.buf...)
+}
