@@ -4,8 +4,8 @@
 package engine
 
 import (
-	"context"
 	"cmp"
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"

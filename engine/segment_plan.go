@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strconv"
 	"time"
-
 )
 
 // Changes to the segment registry, each made by the next flush in its
