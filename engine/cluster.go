@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/korvet/korvet/engine/events"
@@ -61,6 +62,10 @@ type cluster struct {
 	live      map[int32]brokerRecord
 
 	wake chan struct{} // asks the control loop for a leadership check
+
+	// paused makes the membership loops and the leader subscriber do
+	// nothing, as in a process stopped by SIGSTOP (tests only).
+	paused atomic.Bool
 }
 
 // renewScript extends our lease if the key still holds our token and
@@ -171,6 +176,9 @@ func (e *Engine) renewLoop() {
 		case <-e.bg.Done():
 			return
 		case <-tick.C:
+		}
+		if c.paused.Load() {
+			continue
 		}
 		c.mu.Lock()
 		token, renewed, left, state := c.token, c.renewedAt, c.left, stateLive

@@ -123,7 +123,7 @@ func (e *Engine) subscribeCluster() {
 	e.events.Subscribe(events.Resync, func(events.Event) { e.wakeControl() })
 	e.events.Subscribe(events.Leader, func(ev events.Event) {
 		t := e.Topic(ev.Get("topic"))
-		if t == nil {
+		if t == nil || e.cl.paused.Load() {
 			return
 		}
 		pid, err1 := strconv.ParseInt(ev.Get("partition"), 10, 32)
@@ -157,6 +157,9 @@ func (e *Engine) controlLoop() {
 			return
 		case <-tick.C:
 		case <-e.cl.wake:
+		}
+		if e.cl.paused.Load() {
+			continue
 		}
 		ctx, cancel := context.WithTimeout(e.bg, 2*e.cl.lease)
 		if err := e.refreshLive(ctx); err != nil && ctx.Err() == nil {
