@@ -56,12 +56,18 @@ type cluster struct {
 
 	mu        sync.Mutex
 	token     string // our lease's instance token; "" while we hold none
+	lostToken string // the token we held before losing track of the lease
 	renewedAt time.Time
 	leaving   bool // Leave began: lead nothing new, coordinate nothing
 	left      bool // Leave finished (or Close skips it)
 	live      map[int32]brokerRecord
 
 	wake chan struct{} // asks the control loop for a leadership check
+
+	// leadMu serializes this process's leadership changes (the check,
+	// claims of new partitions, Leave), each of which acts on what it
+	// read from Redis and must not act on a read another one outdated.
+	leadMu sync.Mutex
 
 	// paused makes the membership loops and the leader subscriber do
 	// nothing, as in a process stopped by SIGSTOP (tests only).
@@ -220,6 +226,9 @@ func (e *Engine) renewLoop() {
 func (e *Engine) loseLease(why string) {
 	e.log.Warn("broker lease lost; no longer leading any partition", "node", e.opts.NodeID, "why", why)
 	e.cl.mu.Lock()
+	if e.cl.token != "" {
+		e.cl.lostToken = e.cl.token
+	}
 	e.cl.token = ""
 	e.cl.mu.Unlock()
 	for _, t := range e.Topics() {
@@ -234,6 +243,24 @@ func (e *Engine) reRegister() {
 	ctx, cancel := context.WithTimeout(e.bg, e.cl.lease)
 	defer cancel()
 	c := &e.cl
+	c.mu.Lock()
+	old := c.lostToken
+	c.mu.Unlock()
+	if old != "" {
+		// Redis was out of reach for a lease: if our lease outlived it
+		// (the key persisted), keep it rather than wait for it to lapse:
+		// no one could claim our partitions meanwhile, so we lead them
+		// again at the same epochs after a resync.
+		js := mustJSON(e.record(stateLive))
+		if n, err := renewScript.run(ctx, e.rc, []string{e.k.BrokerLease(e.opts.NodeID), e.k.Brokers()}, old, c.lease.Milliseconds(), e.opts.NodeID, js); err == nil && n == 1 {
+			c.mu.Lock()
+			c.token, c.lostToken, c.renewedAt = old, "", time.Now()
+			c.mu.Unlock()
+			e.log.Info("broker lease kept after an outage", "node", e.opts.NodeID)
+			e.wakeControl()
+			return
+		}
+	}
 	token := newToken()
 	r, err := e.rc.Do(ctx, "SET", e.k.BrokerLease(e.opts.NodeID), token, "NX", "PX", c.lease.Milliseconds())
 	if err != nil || r.IsNil() {
@@ -248,7 +275,7 @@ func (e *Engine) reRegister() {
 		e.log.Warn("broker registry entry not written", "err", err)
 	}
 	c.mu.Lock()
-	c.token, c.renewedAt = token, time.Now()
+	c.token, c.lostToken, c.renewedAt = token, "", time.Now()
 	c.mu.Unlock()
 	e.log.Info("broker registered again", "node", e.opts.NodeID)
 	_ = e.events.Publish(ctx, events.Brokers, "change", "join")

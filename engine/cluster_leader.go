@@ -189,6 +189,8 @@ func (e *Engine) allPartitions() []*Partition {
 // moves to the desired one later.
 func (e *Engine) checkLeadership(ctx context.Context) error {
 	c := &e.cl
+	c.leadMu.Lock()
+	defer c.leadMu.Unlock()
 	c.mu.Lock()
 	token, leaving := c.token, c.leaving || c.left
 	c.mu.Unlock()
@@ -439,6 +441,8 @@ func (e *Engine) transfer(ctx context.Context, moves []move) {
 // claims those it should lead; the others' desired leaders claim theirs
 // when they load the topic.
 func (e *Engine) assignNew(ctx context.Context, parts []*Partition) error {
+	e.cl.leadMu.Lock()
+	defer e.cl.leadMu.Unlock()
 	e.cl.mu.Lock()
 	token := e.cl.token
 	e.cl.mu.Unlock()
@@ -448,7 +452,8 @@ func (e *Engine) assignNew(ctx context.Context, parts []*Partition) error {
 	nodes := e.liveNodes()
 	var mine []*Partition
 	for _, p := range parts {
-		if hrw(p.hrwKey(), nodes) == e.opts.NodeID {
+		// The control loop may have claimed it first.
+		if !p.IsLeader() && hrw(p.hrwKey(), nodes) == e.opts.NodeID {
 			mine = append(mine, p)
 		}
 	}
@@ -478,6 +483,8 @@ func (e *Engine) Leave(ctx context.Context) error {
 	c.leaving = true
 	token := c.token
 	c.mu.Unlock()
+	c.leadMu.Lock()
+	defer c.leadMu.Unlock()
 	e.log.Info("broker leaving: handing partitions over", "node", e.opts.NodeID)
 	var firstErr error
 	keep := func(err error) {

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -350,6 +351,9 @@ func TestZombieLeaderIsFenced(t *testing.T) {
 	}
 	if want := []string{"a-0", "a-1", "b-0", "b-1"}; !slices.Equal(keys, want) {
 		t.Errorf("log %q, want %q", keys, want)
+	}
+	if v, err := b.rc.Do(ctx, "HGET", "korvet:meta:partition:z:"+strconv.Itoa(int(i)), "next"); err != nil || string(v.Bytes()) != "4" {
+		t.Errorf("partition counter next=%q after the zombie's append (%v), want 4", v.Bytes(), err)
 	}
 	streamKey := pb.StreamKey()
 	if n, err := b.rc.Do(ctx, "XLEN", streamKey); err != nil || mustInt(t, n) != 4 {

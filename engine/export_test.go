@@ -68,6 +68,3 @@ func (e *Engine) Resume() { e.cl.paused.Store(false); e.wakeControl() }
 
 // DesiredLeader is the rendezvous-hash winner for p among nodes.
 func DesiredLeader(p *Partition, nodes []int32) int32 { return hrw(p.hrwKey(), nodes) }
-
-// CheckLeadership runs one leadership check now.
-func (e *Engine) CheckLeadership(ctx context.Context) error { return e.checkLeadership(ctx) }
