@@ -57,9 +57,6 @@ redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[8], '*', 'kind', 'leader', 'node
 return {1, target, ep}
 `)
 
-// maxEpochs is how many epochs' start offsets a partition keeps.
-const maxEpochs = 64
-
 // hrwKey is the partition's key for rendezvous hashing.
 func (p *Partition) hrwKey() string { return p.t.name + "\x00" + strconv.Itoa(int(p.id)) }
 
@@ -458,7 +455,7 @@ func (e *Engine) assignNew(ctx context.Context, parts []*Partition) error {
 		}
 	}
 	if len(mine) == 0 {
-		e.wakeControl()
+		e.partitionsChanged()
 		return nil
 	}
 	won, at, err := e.claim(ctx, mine, token)
