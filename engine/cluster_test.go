@@ -528,10 +528,12 @@ func TestArchiveInterruptedByLeadershipMove(t *testing.T) {
 
 	b := openBroker(t, r, 2, engine.Options{Cold: enginetest.Cold(t, wh), TieringInterval: 50 * time.Millisecond})
 	pb := b.e.Topic("arch").Partition(0)
+	// Archived and gone from Redis (local.retention.ms=0), as
+	// waitTiered waits: reads race with a stream being dropped otherwise.
 	testbed.WaitFor(t, 30*time.Second, "the new leader to archive every sealed segment", func() bool {
 		segs := pb.Segments()
 		for _, s := range segs[:len(segs)-1] {
-			if s.State != engine.SegmentArchived {
+			if s.State != engine.SegmentArchived || s.Local {
 				return false
 			}
 		}
@@ -561,6 +563,9 @@ func TestArchiveInterruptedByLeadershipMove(t *testing.T) {
 	// segment 0 (snapshot expiry may write more metadata, never less).
 	if got := countFiles(t, wh.Warehouse, ".metadata.json"); got < metaBefore || sealed == 1 && got != metaBefore {
 		t.Errorf("metadata files %d after the new leader, %d before", got, metaBefore)
+	}
+	if pb.LogStart() != 0 || pb.HighWatermark() != int64(len(want)) {
+		t.Fatalf("log start %d, high watermark %d, want 0 and %d; segments %+v", pb.LogStart(), pb.HighWatermark(), len(want), pb.Segments())
 	}
 	checkLog(t, pb, want)
 }
