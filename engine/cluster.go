@@ -57,10 +57,12 @@ type cluster struct {
 	mu        sync.Mutex
 	token     string // our lease's instance token; "" while we hold none
 	lostToken string // the token we held before losing track of the lease
-	renewedAt time.Time
-	leaving   bool // Leave began: lead nothing new, coordinate nothing
-	left      bool // Leave finished (or Close skips it)
-	live      map[int32]brokerRecord
+	// unreachable: the lease was given up because Redis did not answer.
+	unreachable atomic.Bool
+	renewedAt   time.Time
+	leaving     bool // Leave began: lead nothing new, coordinate nothing
+	left        bool // Leave finished (or Close skips it)
+	live        map[int32]brokerRecord
 
 	wake chan struct{} // asks the control loop for a leadership check
 
@@ -207,12 +209,12 @@ func (e *Engine) renewLoop() {
 		case err != nil:
 			if time.Since(renewed) > c.lease {
 				// We cannot tell whether the lease lapsed: assume it did.
-				e.loseLease("lease not renewed for a lease time: " + err.Error())
+				e.loseLease("lease not renewed for a lease time: "+err.Error(), true)
 			} else {
 				e.log.Warn("broker lease renewal failed; retrying", "err", err)
 			}
 		case r == 0:
-			e.loseLease("lease key no longer holds this process's token")
+			e.loseLease("lease key no longer holds this process's token", false)
 		default:
 			c.mu.Lock()
 			c.renewedAt = time.Now()
@@ -223,13 +225,18 @@ func (e *Engine) renewLoop() {
 
 // loseLease steps down from every partition and forgets the token, so
 // that the renew loop registers again.
-func (e *Engine) loseLease(why string) {
+//
+// unreachable says Redis could not be reached to renew: until it can,
+// appends fail as storage unavailable (what a single broker says while
+// Redis is down) rather than as not leader.
+func (e *Engine) loseLease(why string, unreachable bool) {
 	e.log.Warn("broker lease lost; no longer leading any partition", "node", e.opts.NodeID, "why", why)
 	e.cl.mu.Lock()
 	if e.cl.token != "" {
 		e.cl.lostToken = e.cl.token
 	}
 	e.cl.token = ""
+	e.cl.unreachable.Store(unreachable)
 	e.cl.mu.Unlock()
 	for _, t := range e.Topics() {
 		for _, p := range t.Partitions() {
@@ -257,7 +264,7 @@ func (e *Engine) reRegister() {
 			c.token, c.lostToken, c.renewedAt = old, "", time.Now()
 			c.mu.Unlock()
 			e.log.Info("broker lease kept after an outage", "node", e.opts.NodeID)
-			e.wakeControl()
+			e.leadAgain(ctx)
 			return
 		}
 	}
@@ -279,6 +286,20 @@ func (e *Engine) reRegister() {
 	c.mu.Unlock()
 	e.log.Info("broker registered again", "node", e.opts.NodeID)
 	_ = e.events.Publish(ctx, events.Brokers, "change", "join")
+	e.leadAgain(ctx)
+}
+
+// leadAgain takes up partitions at once after registering again, before
+// appends stop failing as storage unavailable: a single broker back from
+// a Redis outage should not answer "not leader" in between.
+func (e *Engine) leadAgain(ctx context.Context) {
+	if err := e.refreshLive(ctx); err != nil {
+		e.log.Warn("broker refresh", "err", err)
+	}
+	if err := e.checkLeadership(ctx); err != nil {
+		e.log.Warn("partition leadership check", "err", err)
+	}
+	e.cl.unreachable.Store(false)
 	e.wakeControl()
 }
 

@@ -97,6 +97,9 @@ func (p *Partition) stepDownLocked() {
 }
 
 func (p *Partition) notLeader() error {
+	if p.t.e.cl.unreachable.Load() {
+		return fmt.Errorf("%w: %s/%d: Redis did not answer for a broker lease time, so this broker stopped leading until it answers again", ErrStorageUnavailable, p.t.name, p.id)
+	}
 	return fmt.Errorf("%w: %s/%d (leader %d, epoch %d)", ErrNotLeader, p.t.name, p.id, p.leaderNode.Load(), p.leaderEpoch.Load())
 }
 
