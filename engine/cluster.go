@@ -207,20 +207,50 @@ func (e *Engine) renewLoop() {
 		cancel()
 		switch {
 		case err != nil:
-			if time.Since(renewed) > c.lease {
-				// We cannot tell whether the lease lapsed: assume it did.
-				e.loseLease("lease not renewed for a lease time: "+err.Error(), true)
-			} else {
-				e.log.Warn("broker lease renewal failed; retrying", "err", err)
-			}
+			// Not a reason to stop leading: whoever else could claim our
+			// partitions needs Redis too, and a round that reaches Redis
+			// after a claim is fenced there.
+			e.log.Warn("broker lease renewal failed; retrying", "err", err, "since_renewed", time.Since(renewed).Round(time.Millisecond))
 		case r == 0:
-			e.loseLease("lease key no longer holds this process's token", false)
+			// Lapsed during an outage (renewals failed since) or while
+			// this process was stopped.
+			if e.retakeLease(token) {
+				continue
+			}
+			e.loseLease("lease key no longer holds this process's token", time.Since(renewed) > c.lease/2)
 		default:
 			c.mu.Lock()
 			c.renewedAt = time.Now()
 			c.mu.Unlock()
 		}
 	}
+}
+
+// retakeLease takes a lapsed lease again with the same token when no one
+// else holds the node id, then checks every partition at once: a broker
+// that claimed one meanwhile has bumped its epoch, so this one steps down
+// there (and its rounds were fenced anyway); the others it still leads,
+// which saves a single broker from giving up everything after a long
+// Redis stall.
+func (e *Engine) retakeLease(token string) bool {
+	c := &e.cl
+	ctx, cancel := context.WithTimeout(e.bg, c.lease)
+	defer cancel()
+	r, err := e.rc.Do(ctx, "SET", e.k.BrokerLease(e.opts.NodeID), token, "NX", "PX", c.lease.Milliseconds())
+	if err != nil || r.IsNil() {
+		return false
+	}
+	c.mu.Lock()
+	c.renewedAt = time.Now()
+	c.mu.Unlock()
+	e.log.Warn("broker lease had lapsed; taken again", "node", e.opts.NodeID)
+	if err := e.refreshLive(ctx); err != nil {
+		e.log.Warn("broker refresh", "err", err)
+	}
+	if err := e.checkLeadership(ctx); err != nil {
+		e.log.Warn("partition leadership check", "err", err)
+	}
+	return true
 }
 
 // loseLease steps down from every partition and forgets the token, so
