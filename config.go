@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/BurntSushi/toml"
 
@@ -34,14 +35,19 @@ type Config struct {
 	AdminUser         string `toml:"admin_user"`
 	AdminPasswordFile string `toml:"admin_password_file"`
 	Kafka             struct {
-		Listen            string `toml:"listen"`
-		Advertised        string `toml:"advertised"`
-		NodeID            int32  `toml:"node_id"`
-		AutoCreateTopics  bool   `toml:"auto_create_topics"`
-		DefaultPartitions int32  `toml:"default_partitions"`
-		MaxRequestBytes   int32  `toml:"max_request_bytes"`
-		MaxConnections    int    `toml:"max_connections"`
-		MaxInFlightBytes  int64  `toml:"max_inflight_bytes"`
+		Listen     string `toml:"listen"`
+		Advertised string `toml:"advertised"`
+		NodeID     int32  `toml:"node_id"`
+		// Rack is this broker's rack (Kafka's broker.rack), shown to
+		// clients; BrokerSessionTimeout is the lease of its registration
+		// among the brokers on one Redis (engine/cluster.go).
+		Rack                 string   `toml:"rack"`
+		BrokerSessionTimeout duration `toml:"broker_session_timeout"`
+		AutoCreateTopics     bool     `toml:"auto_create_topics"`
+		DefaultPartitions    int32    `toml:"default_partitions"`
+		MaxRequestBytes      int32    `toml:"max_request_bytes"`
+		MaxConnections       int      `toml:"max_connections"`
+		MaxInFlightBytes     int64    `toml:"max_inflight_bytes"`
 		// GroupInitialRebalanceDelay is Kafka's group.initial.rebalance.delay.ms.
 		GroupInitialRebalanceDelay duration `toml:"group_initial_rebalance_delay"`
 		// GroupCleanupInterval is Kafka's offsets.retention.check.interval.ms.
@@ -171,6 +177,7 @@ func defaultConfig() Config {
 	c.Kafka.MaxConnectionsPerIP = 1000
 	c.Kafka.SASLAuthTimeout.Duration = 10 * time.Second
 	c.Kafka.ConnectionsMaxIdle.Duration = 10 * time.Minute
+	c.Kafka.BrokerSessionTimeout.Duration = 4 * time.Second
 	c.Kafka.Auth = authNone
 	c.Kafka.SASLMechanisms = []string{"SCRAM-SHA-256", "SCRAM-SHA-512"}
 	c.Kafka.SuperUsers = []string{}
@@ -313,6 +320,12 @@ func loadConfig(path string) (Config, error) {
 	}
 	if c.Kafka.NodeID < 0 {
 		return c, bad(toml.Key{"kafka", "node_id"}, "must be >= 0")
+	}
+	if d := c.Kafka.BrokerSessionTimeout.Duration; d < time.Second || d > 5*time.Minute {
+		return c, bad(toml.Key{"kafka", "broker_session_timeout"}, "must be from 1s to 5m, got %s", d)
+	}
+	if len(c.Kafka.Rack) > 255 || strings.ContainsFunc(c.Kafka.Rack, unicode.IsControl) {
+		return c, bad(toml.Key{"kafka", "rack"}, "must be at most 255 characters without control characters")
 	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":

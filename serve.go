@@ -43,18 +43,23 @@ func serve(ctx context.Context, cfg Config, logOut io.Writer) error {
 		return fmt.Errorf("cold tier: %w", err)
 	}
 	defer store.Close()
-	eng, err := engine.Open(ctx, rc, engineOptions(cfg, store, log))
+	// The Kafka listeners bind first: the broker registers its listeners'
+	// real ports (an advertised port 0 is the bound one) with the others.
+	kls, err := kafkaListeners(cfg)
 	if err != nil {
+		return err
+	}
+	eo := engineOptions(cfg, store, log)
+	eo.Listeners = engineListeners(kls)
+	eng, err := engine.Open(ctx, rc, eo)
+	if err != nil {
+		closeListeners(kls)
 		return fmt.Errorf("open engine: %w", err)
 	}
 	defer eng.Close()
 	users, policy, err := openUsers(ctx, cfg, rc, eng.Events(), log)
 	if err != nil {
-		return err
-	}
-
-	kls, err := kafkaListeners(cfg)
-	if err != nil {
+		closeListeners(kls)
 		return err
 	}
 	// One registry per process (no global default): tests run several
@@ -95,10 +100,35 @@ func serve(ctx context.Context, cfg Config, logOut io.Writer) error {
 	}
 	log.Info("korvet started", append(append([]any{"version", version}, logListeners...), "http", hln.Addr().String(), "redis", cfg.shownRedisURL(), "keyspace", cfg.Redis.Keyspace)...)
 
-	err = ks.ServeListeners(ctx, cfg.ShutdownGrace.Duration, kls...)
+	serveCtx, stopServe := leaveFirst(ctx, cfg, eng, log)
+	err = ks.ServeListeners(serveCtx, cfg.ShutdownGrace.Duration, kls...)
+	stopServe()
 	stopHTTP(cfg, hs, us)
 	log.Info("korvet stopped")
 	return err
+}
+
+// leaveFirst returns a context that ends once ctx has ended (SIGTERM) and
+// the engine has handed its partitions to the other brokers (bounded by
+// shutdown_grace): the Kafka listeners keep answering meanwhile, so
+// clients are told where the partitions went rather than losing the
+// connection first.
+func leaveFirst(ctx context.Context, cfg Config, eng *engine.Engine, log *slog.Logger) (context.Context, context.CancelFunc) {
+	serveCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	go func() {
+		defer cancel()
+		select {
+		case <-ctx.Done():
+		case <-serveCtx.Done():
+			return // the listeners stopped by themselves
+		}
+		leaveCtx, stop := context.WithTimeout(context.Background(), cfg.ShutdownGrace.Duration)
+		defer stop()
+		if err := eng.Leave(leaveCtx); err != nil {
+			log.Warn("controlled shutdown incomplete; the other brokers take over when this one's lease lapses", "err", err)
+		}
+	}()
+	return serveCtx, cancel
 }
 
 func newLogger(cfg Config, out io.Writer) *slog.Logger {
@@ -156,6 +186,11 @@ func engineOptions(cfg Config, store *cold.Store, log *slog.Logger) engine.Optio
 		// Bounds on what clients can create.
 		MaxPartitionsPerTopic: cfg.Kafka.MaxPartitionsPerTopic,
 		MaxPartitions:         cfg.Kafka.MaxPartitions,
+
+		// Several brokers on one Redis (engine/cluster.go).
+		NodeID:    cfg.Kafka.NodeID,
+		Rack:      cfg.Kafka.Rack,
+		LeaseTime: cfg.Kafka.BrokerSessionTimeout.Duration,
 	}
 }
 

@@ -156,6 +156,11 @@ func TestStorageKeysWritten(t *testing.T) {
 		"korvet:share:sg:s:0":        "hash",
 		"korvet:share:sg:partitions": "set",
 		"korvet:share:sg:s:0:cold":   "hash",
+		// Membership and leadership: the registry, this broker's lease,
+		// and the leader fields of the internal topic's partition.
+		"korvet:meta:brokers":                        "hash",
+		"korvet:meta:broker:0":                       "string",
+		"korvet:meta:partition:__consumer_offsets:0": "hash",
 	} {
 		want[k] = typ
 	}

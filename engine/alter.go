@@ -153,6 +153,9 @@ func (e *Engine) CreatePartitions(ctx context.Context, topic string, count int32
 	if err := e.growTopic(ctx, t, have, count); err != nil {
 		return err
 	}
+	if err := e.assignNew(ctx, t.Partitions()[have:]); err != nil {
+		e.log.Warn("partitions created; they get a leader at the next check", "topic", topic, "err", err)
+	}
 	e.log.Info("partitions created", "topic", topic, "from", have, "to", count)
 	e.partitionsChanged()
 	e.topicsChanged()

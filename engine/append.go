@@ -73,6 +73,15 @@ func (p *Partition) AppendBatch(prod Producer, codec int8, recs []record.Record)
 		close(pd.done)
 		return pd
 	}
+	if p.leadEpoch == 0 || p.handoff {
+		p.mu.Unlock()
+		pd.err = p.notLeader()
+		if p.t.e.isClosed() {
+			pd.err = fmt.Errorf("%w: %s/%d", ErrClosed, p.t.name, p.id)
+		}
+		close(pd.done)
+		return pd
+	}
 	p.queue = append(p.queue, pd)
 	p.kickLocked()
 	p.mu.Unlock()

@@ -1,7 +1,9 @@
 package engine
 
 import (
+	"cmp"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/korvet/korvet/engine/events"
@@ -36,9 +38,38 @@ func (e *Engine) NodeID() int32 { return e.opts.NodeID }
 // changes to shared state.
 func (e *Engine) Events() *events.Bus { return e.events }
 
-// Brokers lists the live brokers by node id, this one included.
+// Brokers lists the live brokers by node id, this one included while it
+// holds its lease (a leaving broker is listed until it has left).
 func (e *Engine) Brokers() []BrokerInfo {
-	return []BrokerInfo{{NodeID: e.opts.NodeID, Rack: e.opts.Rack, Listeners: e.opts.Listeners, Started: e.started, Renewed: time.Now(), Self: true}}
+	c := &e.cl
+	c.mu.Lock()
+	out := make([]BrokerInfo, 0, len(c.live)+1)
+	self := false
+	for id, rec := range c.live {
+		if id == e.opts.NodeID {
+			if c.token == "" {
+				continue
+			}
+			self = true
+		}
+		out = append(out, rec.info(id == e.opts.NodeID))
+	}
+	if !self && c.token != "" {
+		rec := e.record(stateLive)
+		rec.Renewed = c.renewedAt.UnixMilli()
+		out = append(out, rec.info(true))
+	}
+	c.mu.Unlock()
+	slices.SortFunc(out, func(a, b BrokerInfo) int { return cmp.Compare(a.NodeID, b.NodeID) })
+	return out
+}
+
+func (r brokerRecord) info(self bool) BrokerInfo {
+	b := BrokerInfo{NodeID: r.Node, Rack: r.Rack, Started: time.UnixMilli(r.Started), Renewed: time.UnixMilli(r.Renewed), Self: self}
+	for _, l := range r.Listeners {
+		b.Listeners = append(b.Listeners, ListenerAddr(l))
+	}
+	return b
 }
 
 // Broker returns one live broker.
@@ -52,20 +83,47 @@ func (e *Engine) Broker(id int32) (BrokerInfo, bool) {
 }
 
 // Coordinator is the node id of the live broker that coordinates the
-// group (or transactional id) key.
-func (e *Engine) Coordinator(key string) int32 { return e.opts.NodeID }
+// group (or transactional id) key: the rendezvous-hash winner among live,
+// non-leaving brokers (this one when it knows no other).
+func (e *Engine) Coordinator(key string) int32 {
+	if n := hrw(key, e.liveNodes()); n >= 0 {
+		return n
+	}
+	return e.opts.NodeID
+}
 
 // Leader is the partition's leader and leader epoch as this broker last
 // saw them; node -1 when it has none.
-func (p *Partition) Leader() (node, epoch int32) { return p.t.e.opts.NodeID, 0 }
+func (p *Partition) Leader() (node, epoch int32) { return p.leaderNode.Load(), p.leaderEpoch.Load() }
 
 // IsLeader tells whether this broker leads the partition now.
-func (p *Partition) IsLeader() bool { return true }
+func (p *Partition) IsLeader() bool { return p.lead.Load() }
 
 // EpochEnd answers OffsetForLeaderEpoch: for a leader epoch, the largest
 // epoch not above it that the partition had and the offset where that
 // epoch's records end (the log end offset for the current epoch); epoch
 // -1 and offset -1 when the log has no epoch that old.
 func (p *Partition) EpochEnd(epoch int32) (int32, int64) {
-	return 0, p.HighWatermark()
+	cur := p.leaderEpoch.Load()
+	if epoch >= cur {
+		return cur, p.HighWatermark()
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	best := int32(-1)
+	for e := range p.epochs {
+		if e <= epoch && e > best {
+			best = e
+		}
+	}
+	if best < 0 {
+		return -1, -1
+	}
+	end, next := p.next, int32(-1)
+	for e, start := range p.epochs {
+		if e > best && (next < 0 || e < next) {
+			next, end = e, start
+		}
+	}
+	return best, end
 }

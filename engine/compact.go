@@ -208,7 +208,8 @@ type tombCandidate struct {
 // whether it ran.
 func (kv *kvIndex) compactPartition(ctx context.Context, kp *kvPart, force bool) (res CompactionResult, did bool, err error) {
 	p, t := kp.p, kp.p.t
-	if !kp.isReady() {
+	if !kp.isReady() || !p.IsLeader() {
+		// Only the partition's leader compacts it.
 		return res, false, nil
 	}
 	s := t.compactSettings()

@@ -4,6 +4,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -98,6 +99,7 @@ type Engine struct {
 	kv         KV
 	events     *events.Bus
 	started    time.Time
+	cl         cluster // membership and leadership (cluster*.go)
 
 	// bg is the context of background work; Close cancels it.
 	bg     context.Context
@@ -154,13 +156,32 @@ func Open(ctx context.Context, rc *resp.Client, opts Options) (*Engine, error) {
 	e.started = time.Now()
 	e.events = events.New(rc, e.k.Events(), opts.NodeID, opts.Logger)
 	e.bg, e.stopBg = context.WithCancel(context.WithoutCancel(ctx))
+	e.cl = cluster{lease: cmp.Or(opts.LeaseTime, DefaultLeaseTime), wake: make(chan struct{}, 1)}
 	if err := e.loadCluster(ctx); err != nil {
 		return nil, err
 	}
+	if err := e.register(ctx, true); err != nil {
+		return nil, err
+	}
+	opened := false
+	defer func() {
+		if !opened {
+			e.releaseLease()
+		}
+	}()
+	if err := e.refreshLive(ctx); err != nil {
+		return nil, err
+	}
+	e.subscribeCluster()
 	if err := e.loadTopics(ctx); err != nil {
 		return nil, err
 	}
 	if err := e.ensureInternalTopics(ctx); err != nil {
+		return nil, err
+	}
+	// Lead what this broker should before serving: a single broker leads
+	// every partition when Open returns.
+	if err := e.checkLeadership(ctx); err != nil {
 		return nil, err
 	}
 	groups, err := group.Open(ctx, rc, group.Options{
@@ -193,6 +214,9 @@ func Open(ctx context.Context, rc *resp.Client, opts Options) (*Engine, error) {
 		defer e.wg.Done()
 		e.events.Run(e.bg)
 	}()
+	e.wg.Add(2)
+	go e.renewLoop()
+	go e.controlLoop()
 	e.wg.Add(1)
 	go e.retentionLoop()
 	if opts.Cold != nil {
@@ -200,6 +224,7 @@ func Open(ctx context.Context, rc *resp.Client, opts Options) (*Engine, error) {
 		e.wg.Add(1)
 		go e.tieringLoop()
 	}
+	opened = true
 	return e, nil
 }
 
@@ -208,6 +233,11 @@ func Open(ctx context.Context, rc *resp.Client, opts Options) (*Engine, error) {
 // Appends still queued fail with ErrClosed; a server drains its requests
 // before closing the engine, so there are none in normal operation.
 func (e *Engine) Close() {
+	ctx, cancel := context.WithTimeout(e.bg, 2*e.cl.lease)
+	if err := e.Leave(ctx); err != nil {
+		e.log.Warn("controlled shutdown incomplete; other brokers take over when the lease lapses", "err", err)
+	}
+	cancel()
 	e.groups.Close()
 	e.flushMu.Lock()
 	e.closed = true
@@ -216,6 +246,13 @@ func (e *Engine) Close() {
 	e.flushers.Wait()
 	e.wg.Wait()
 	e.closeKV()
+}
+
+// isClosed tells whether Close has begun stopping the flush loops.
+func (e *Engine) isClosed() bool {
+	e.flushMu.Lock()
+	defer e.flushMu.Unlock()
+	return e.closed
 }
 
 // startFlusher counts a flush loop about to start; false once the engine
@@ -411,6 +448,10 @@ func (e *Engine) CreateTopic(ctx context.Context, name string, partitions int32,
 	e.topics[name] = t
 	e.byID[t.id] = t
 	e.mu.Unlock()
+	if err := e.assignNew(ctx, t.Partitions()); err != nil {
+		// The periodic check claims them.
+		e.log.Warn("topic created; its partitions get a leader at the next check", "topic", name, "err", err)
+	}
 	e.log.Info("topic created", "topic", name, "partitions", partitions)
 	e.partitionsChanged()
 	e.topicsChanged()
@@ -522,6 +563,9 @@ func (e *Engine) retentionLoop() {
 		ctx, cancel := context.WithTimeout(e.bg, time.Minute)
 		for _, t := range e.Topics() {
 			for _, p := range t.Partitions() {
+				if !p.IsLeader() {
+					continue // the leader rolls and trims it
+				}
 				p.rollIfIdle(time.Now())
 				if err := p.applyRetention(ctx, time.Now()); err != nil {
 					e.log.Warn("retention", "topic", t.name, "partition", p.id, "err", err)

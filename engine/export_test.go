@@ -57,3 +57,21 @@ func (k *KV) FollowEveryPartition() {
 	k.live.followAll.Store(true)
 	k.live.nudgeTail()
 }
+
+// Crash stops the engine as a SIGKILL would for the other brokers: no
+// handover, its lease left to lapse.
+func (e *Engine) Crash() {
+	e.cl.mu.Lock()
+	e.cl.left = true
+	e.cl.mu.Unlock()
+	e.Close()
+}
+
+// Pause and Resume freeze the engine's membership work (lease renewal,
+// leadership checks, leader events) as SIGSTOP and SIGCONT would; its
+// appends still run.
+func (e *Engine) Pause()  { e.cl.paused.Store(true) }
+func (e *Engine) Resume() { e.cl.paused.Store(false); e.wakeControl() }
+
+// DesiredLeader is the rendezvous-hash winner for p among nodes.
+func DesiredLeader(p *Partition, nodes []int32) int32 { return hrw(p.hrwKey(), nodes) }

@@ -53,10 +53,22 @@ type Partition struct {
 	archives  []archiveReq
 	trimWait  []chan error // DeleteRecords calls waiting for the trim
 	waiters   map[chan<- struct{}]struct{}
+
+	// Leadership (cluster_leader.go): the leader and epoch last seen in
+	// Redis; the epoch this broker leads at (0: it does not lead), with
+	// lead mirroring leadEpoch != 0 for lock-free reads; handoff while a
+	// transfer drains the queue; the start offsets of recent epochs.
+	leaderNode  atomic.Int32
+	leaderEpoch atomic.Int32
+	lead        atomic.Bool
+	leadEpoch   int32
+	handoff     bool
+	epochs      map[int32]int64
+	orphanSince time.Time // control loop only: since when it has no live leader
 }
 
 func newPartition(t *Topic, id int32) *Partition {
-	return &Partition{
+	p := &Partition{
 		t:           t,
 		id:          id,
 		metaKey:     t.e.k.Partition(t.name, id),
@@ -65,6 +77,8 @@ func newPartition(t *Topic, id int32) *Partition {
 		maxTs:       -1,
 		waiters:     make(map[chan<- struct{}]struct{}),
 	}
+	p.leaderNode.Store(-1)
+	return p
 }
 
 // ID is the partition number.
@@ -130,8 +144,29 @@ func (p *Partition) loadState(meta, segs resp.Reply, top *resp.Reply) error {
 	f = meta.Elems(f)
 	vals := map[string]int64{"next": 0, "start": 0, "bytes": 0, "maxts": -1, "smin": -1, "smax": -1}
 	producers := map[int64]*producerState{}
+	leader, epoch, epochs := int32(-1), int32(0), map[int32]int64{}
 	for i := 0; i+1 < len(f); i += 2 {
 		name, v := string(f[i].Bytes()), string(f[i+1].Bytes())
+		switch name {
+		case "leader":
+			if n, err := strconv.ParseInt(v, 10, 32); err == nil {
+				leader = int32(n)
+			}
+			continue
+		case "leader_epoch":
+			if n, err := strconv.ParseInt(v, 10, 32); err == nil {
+				epoch = int32(n)
+			}
+			continue
+		}
+		if e, ok := strings.CutPrefix(name, "epoch:"); ok {
+			en, err1 := strconv.ParseInt(e, 10, 32)
+			off, err2 := strconv.ParseInt(v, 10, 64)
+			if err1 == nil && err2 == nil {
+				epochs[int32(en)] = off
+			}
+			continue
+		}
 		if id, ok := strings.CutPrefix(name, "pid:"); ok {
 			pid, err := strconv.ParseInt(id, 10, 64)
 			st, perr := parseProducerState(v)
@@ -183,6 +218,11 @@ func (p *Partition) loadState(meta, segs resp.Reply, top *resp.Reply) error {
 	p.next, p.bytes, p.maxTs, p.segMin, p.segMax = next, vals["bytes"], vals["maxts"], vals["smin"], vals["smax"]
 	p.segs, p.producers, p.segsSaved = registry, producers, segs.Len() > 0
 	p.trimTo = max(p.trimTo, vals["start"]) // keep a pending trim (DeleteRecords) across a resync
+	p.epochs = epochs
+	p.observe(leader, epoch)
+	if p.leadEpoch != 0 && (leader != p.t.e.opts.NodeID || epoch != p.leadEpoch) {
+		p.stepDownLocked() // deposed while we were not looking
+	}
 	p.mu.Unlock()
 	p.hw.Store(next)
 	p.start.Store(vals["start"])

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"strconv"
 	"time"
-
-	"github.com/korvet/korvet/resp"
 )
 
 // Changes to the segment registry, each made by the next flush in its
@@ -85,7 +83,7 @@ func (p *Partition) DeleteRecords(ctx context.Context, offset int64) (int64, err
 // planTrim adds to the transaction what retention's trim to st.trimTo
 // takes: whole segments below it go (their streams unlinked, cold files
 // queued for deletion), the segment holding it is trimmed with XTRIM MINID.
-func (p *Partition) planTrim(pl *resp.Pipeline, st *flushState) {
+func (p *Partition) planTrim(pl cmdSink, st *flushState) {
 	target := st.trimTo
 	var keep []Segment
 	for i, sg := range st.segs {
@@ -160,7 +158,7 @@ func (p *Partition) DropLocal(seg int64) {
 
 // planDropLocal removes an archived segment's stream from Redis: its
 // records are read from the cold tier from then on.
-func (p *Partition) planDropLocal(pl *resp.Pipeline, st *flushState, id int64) {
+func (p *Partition) planDropLocal(pl cmdSink, st *flushState, id int64) {
 	for i, sg := range st.segs {
 		if sg.ID != id || i == len(st.segs)-1 || sg.State != SegmentArchived || !sg.Local {
 			continue

@@ -140,6 +140,9 @@ func (e *Engine) archiveRound(ctx context.Context) int {
 			continue
 		}
 		for _, p := range t.Partitions() {
+			if !p.IsLeader() {
+				continue // its leader archives it
+			}
 			segs := p.Segments()
 			for _, sg := range segs {
 				if sg.State == SegmentSealed && sg.Local {
@@ -164,12 +167,20 @@ func (e *Engine) archiveRound(ctx context.Context) int {
 		}()
 	}
 	wg.Wait()
+	// One broker collects the keyspace's cold garbage.
+	if e.Coordinator(coldGCCoordinatorKey) != e.opts.NodeID {
+		return int(failed.Load())
+	}
 	if err := e.collectColdGarbage(ctx); err != nil && ctx.Err() == nil {
 		failed.Add(1)
 		e.tierError(err)
 	}
 	return int(failed.Load())
 }
+
+// coldGCCoordinatorKey picks, by rendezvous hash like a group, the broker
+// that deletes cold garbage.
+const coldGCCoordinatorKey = "\x00korvet-cold-gc"
 
 func (e *Engine) tierError(err error) {
 	e.log.Warn("tiering", "err", err)

@@ -548,6 +548,18 @@ func (pc *Conn) Do(ctx context.Context, args ...any) (Reply, error) {
 	return single(rs, err)
 }
 
+// Release returns the connection to the pool as it is, for a caller whose
+// last command was an EXEC (which ends its MULTI and its WATCHes), so that
+// Close's clean-up round trip is not needed.
+func (pc *Conn) Release() {
+	cn := pc.cn
+	if cn == nil {
+		return
+	}
+	pc.cn = nil
+	pc.c.put(cn)
+}
+
 // Close returns the connection to the pool. A used connection is first
 // cleared of any open MULTI and WATCHed keys, which would otherwise leak
 // into its next user's transactions.

@@ -53,6 +53,19 @@ func (s Space) Segments(topic string, partition int32) string {
 // each other that shared state changed (package engine/events).
 func (s Space) Events() string { return string(s) + ":meta:events" }
 
+// Brokers is a hash of the brokers registered on this keyspace: node id
+// -> JSON {node, rack, listeners [{name, host, port}], started, renewed
+// (unix ms), state live|leaving}. A broker is live while its lease
+// (BrokerLease) exists.
+func (s Space) Brokers() string { return string(s) + ":meta:brokers" }
+
+// BrokerLease is a string holding the random instance token of the
+// process that holds node id node, set with a lease (PX) that the holder
+// renews.
+func (s Space) BrokerLease(node int32) string {
+	return string(s) + ":meta:broker:" + strconv.Itoa(int(node))
+}
+
 // ColdGarbage is a set of cold-tier objects for the archiver to delete:
 // "file\x00{topic}\x00{path}" for files retention removed from a registry
 // and "drop\x00{topic}\x00{table id}" for the tables of deleted topics.

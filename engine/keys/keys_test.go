@@ -21,6 +21,8 @@ func TestKeysPinned(t *testing.T) {
 		{s.Segments("t", 0), "korvet:meta:segments:t:0"},
 		{s.ColdGarbage(), "korvet:meta:coldgc"},
 		{s.Events(), "korvet:meta:events"},
+		{s.Brokers(), "korvet:meta:brokers"},
+		{s.BrokerLease(3), "korvet:meta:broker:3"},
 		{s.Groups(), "korvet:meta:groups"},
 		{s.GroupState("g"), "korvet:group:g:state"},
 		{s.GroupOffsets("g"), "korvet:group:g:offsets"},
@@ -45,7 +47,7 @@ func TestKeysPinned(t *testing.T) {
 // values, yields its pattern with the placeholders filled in.
 func TestKeysLayoutMatchesBuilders(t *testing.T) {
 	sample := strings.NewReplacer("{keyspace}", "ks", "{topic}", "orders", "{partition}", "3",
-		"{segment}", "7", "{group}", "billing", "{mechanism}", "SCRAM-SHA-512")
+		"{segment}", "7", "{group}", "billing", "{mechanism}", "SCRAM-SHA-512", "{node}", "5")
 	s := Space("ks")
 	built := map[string]string{ // Space method -> its key for the sample
 		"Topics":             s.Topics(),
@@ -56,6 +58,8 @@ func TestKeysLayoutMatchesBuilders(t *testing.T) {
 		"Segments":           s.Segments("orders", 3),
 		"ColdGarbage":        s.ColdGarbage(),
 		"Events":             s.Events(),
+		"Brokers":            s.Brokers(),
+		"BrokerLease":        s.BrokerLease(5),
 		"Groups":             s.Groups(),
 		"GroupState":         s.GroupState("billing"),
 		"GroupOffsets":       s.GroupOffsets("billing"),

@@ -3,7 +3,7 @@ package keys
 // Key describes one kind of key Space builds.
 type Key struct {
 	// Pattern is the key with placeholders in braces: {keyspace}, {topic},
-	// {partition}, {segment}, {group} and {mechanism}.
+	// {partition}, {segment}, {group}, {mechanism} and {node}.
 	Pattern string
 	Type    string // the Redis type: hash, stream, set or string
 	Holds   string // what it holds, in short
@@ -27,6 +27,8 @@ func Layout() []Key {
 		{"{keyspace}:group:{group}:offsets", "hash", "topic:partition -> committed offset"},
 		{"{keyspace}:meta:coldgc", "set", "cold files and tables to delete"},
 		{"{keyspace}:meta:events", "stream", "changes to shared state, for every broker"},
+		{"{keyspace}:meta:brokers", "hash", "node id -> JSON broker registration"},
+		{"{keyspace}:meta:broker:{node}", "string", "a broker's lease: its instance token"},
 		{"{keyspace}:meta:sharegroups", "hash", "share group name -> creation time"},
 		{"{keyspace}:meta:groupconfigs", "hash", "group name -> JSON group configs"},
 		{"{keyspace}:share:{group}:{topic}:{partition}", "hash", "a share-partition's cursor segment and counters"},
