@@ -2,6 +2,7 @@ package clustertest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/korvet/korvet/internal/testbed"
@@ -695,13 +697,40 @@ func keys[V any](m map[int32]V) []int32 {
 // endOffsets lists the end offset of each partition of topic.
 func endOffsets(t *testing.T, adm *kadm.Client, topic string) map[int32]int64 {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	ends, err := adm.ListEndOffsets(ctx, topic)
-	if err != nil {
-		t.Fatalf("list end offsets: %v", err)
+	// Leadership may still be settling (a broker just came back and takes
+	// its partitions again): retriable answers are asked again until the
+	// deadline.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ends, err := adm.ListEndOffsets(ctx, topic)
+		cancel()
+		if err == nil {
+			err = ends.Error()
+		}
+		if err == nil {
+			out := map[int32]int64{}
+			ends.Each(func(o kadm.ListedOffset) { out[o.Partition] = o.Offset })
+			return out
+		}
+		if !retriable(err) || time.Now().After(deadline) {
+			t.Fatalf("list end offsets: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
-	out := map[int32]int64{}
-	ends.Each(func(o kadm.ListedOffset) { out[o.Partition] = o.Offset })
-	return out
+}
+
+// retriable tells whether a kadm error, which may wrap several shard
+// errors, is one a client retries.
+func retriable(err error) bool {
+	var se *kadm.ShardErrors
+	if errors.As(err, &se) {
+		for _, e := range se.Errs {
+			if !kerr.IsRetriable(e.Err) {
+				return false
+			}
+		}
+		return true
+	}
+	return kerr.IsRetriable(err)
 }
