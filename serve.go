@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -191,6 +192,7 @@ func engineOptions(cfg Config, store *cold.Store, log *slog.Logger) engine.Optio
 		NodeID:    cfg.Kafka.NodeID,
 		Rack:      cfg.Kafka.Rack,
 		LeaseTime: cfg.Kafka.BrokerSessionTimeout.Duration,
+		LeaseFile: filepath.Join(cfg.DataDir, "broker.lease"),
 	}
 }
 

@@ -9,6 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -94,6 +96,46 @@ redis.call('HDEL', KEYS[2], ARGV[2])
 return 1
 `)
 
+// takeOverScript moves the lease from this installation's previous run
+// (its token, kept in Options.LeaseFile) to this one. KEYS: lease. ARGV:
+// previous token, new token, lease ms.
+var takeOverScript = newScript(`
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+return 1
+`)
+
+// previousToken is the lease token this installation's last run saved,
+// "" if none.
+func (e *Engine) previousToken() string {
+	if e.opts.LeaseFile == "" {
+		return ""
+	}
+	b, err := os.ReadFile(e.opts.LeaseFile)
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// saveToken keeps the lease token for the next run (see LeaseFile).
+func (e *Engine) saveToken(token string) {
+	if e.opts.LeaseFile == "" {
+		return
+	}
+	tmp := e.opts.LeaseFile + ".tmp"
+	err := os.MkdirAll(filepath.Dir(tmp), 0o755)
+	if err == nil {
+		err = os.WriteFile(tmp, []byte(token+"\n"), 0o600)
+	}
+	if err == nil {
+		err = os.Rename(tmp, e.opts.LeaseFile)
+	}
+	if err != nil {
+		e.log.Warn("cannot keep the broker lease token; a restart after a crash waits for the old lease to lapse", "file", e.opts.LeaseFile, "err", err)
+	}
+}
+
 func newToken() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
@@ -117,6 +159,7 @@ func (e *Engine) register(ctx context.Context, announce bool) error {
 	token := newToken()
 	leaseKey := e.k.BrokerLease(e.opts.NodeID)
 	deadline := time.Now().Add(c.lease + c.lease/4)
+	prev := e.previousToken()
 	for {
 		r, err := e.rc.Do(ctx, "SET", leaseKey, token, "NX", "PX", c.lease.Milliseconds())
 		if err != nil {
@@ -124,6 +167,20 @@ func (e *Engine) register(ctx context.Context, announce bool) error {
 		}
 		if !r.IsNil() {
 			break
+		}
+		// The holder may be this installation's previous run, which
+		// crashed: its token is ours to take. Its partitions' epochs are
+		// bumped when this run claims them, so should it still be alive
+		// (paused), it is fenced like any deposed leader.
+		if prev != "" {
+			n, err := takeOverScript.run(ctx, e.rc, []string{leaseKey}, prev, token, c.lease.Milliseconds())
+			if err != nil {
+				return fmt.Errorf("register broker %d: %w", e.opts.NodeID, err)
+			}
+			if n == 1 {
+				e.log.Info("took over the lease of this broker's previous run, which stopped without leaving", "node", e.opts.NodeID)
+				break
+			}
 		}
 		if time.Now().After(deadline) {
 			return e.duplicateError(ctx)
@@ -141,6 +198,7 @@ func (e *Engine) register(ctx context.Context, announce bool) error {
 	c.mu.Lock()
 	c.token, c.renewedAt = token, time.Now()
 	c.mu.Unlock()
+	e.saveToken(token)
 	e.log.Info("broker registered", "node", e.opts.NodeID, "lease", c.lease)
 	if announce {
 		if err := e.events.Publish(ctx, events.Brokers, "change", "join"); err != nil {

@@ -588,3 +588,42 @@ func countFiles(t *testing.T, warehouse, suffix string) int {
 	}
 	return n
 }
+
+// A broker restarted after a crash from the same data_dir (LeaseFile)
+// takes its previous run's lease over at once, and fences that run; a
+// broker of another installation with the same node id is still refused.
+func TestRestartAfterCrashTakesOwnLease(t *testing.T) {
+	r := testbed.StartRedis(t)
+	ctx := context.Background()
+	file := filepath.Join(t.TempDir(), "broker.lease")
+	const lease = 3 * time.Second
+	a := openBroker(t, r, 4, engine.Options{LeaseFile: file, LeaseTime: lease})
+	if _, err := a.e.CreateTopic(ctx, "r", 2, nil, false); err != nil {
+		t.Fatal(err)
+	}
+	_, ep := a.e.Topic("r").Partition(0).Leader()
+	a.stop(true) // the lease is left behind, as after SIGKILL
+
+	started := time.Now()
+	b := openBroker(t, r, 4, engine.Options{LeaseFile: file, LeaseTime: lease})
+	if took := time.Since(started); took >= lease/2 {
+		t.Errorf("restart from the same data_dir took %v; it should not wait for the old lease (%v)", took, lease)
+	}
+	p := b.e.Topic("r").Partition(0)
+	if _, ep2 := p.Leader(); !p.IsLeader() || ep2 != ep+1 {
+		t.Errorf("restarted broker: leader %v at epoch %d, want leader at epoch %d", p.IsLeader(), ep2, ep+1)
+	}
+
+	rc, err := resp.New(r.URL, resp.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	_, err = engine.Open(ctx, rc, engine.Options{NodeID: 4, LeaseTime: lease, LeaseFile: filepath.Join(t.TempDir(), "other.lease"), Logger: testbed.Logger()})
+	if !errors.Is(err, engine.ErrDuplicateNode) {
+		t.Fatalf("another installation with node id 4: %v, want ErrDuplicateNode", err)
+	}
+	if !p.IsLeader() {
+		t.Error("the running broker lost its partition to a refused duplicate")
+	}
+}

@@ -75,6 +75,10 @@ type Options struct {
 	Rack      string
 	Listeners []ListenerAddr
 	LeaseTime time.Duration
+	// LeaseFile, when set, is a file (in data_dir) where the broker keeps
+	// its lease token, so that a restart after a crash takes over its
+	// own lapsed-to-be lease at once instead of waiting it out.
+	LeaseFile string
 }
 
 // Engine holds all topics. Create it with Open; it is safe for concurrent use.
