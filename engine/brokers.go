@@ -99,31 +99,38 @@ func (p *Partition) Leader() (node, epoch int32) { return p.leaderNode.Load(), p
 // IsLeader tells whether this broker leads the partition now.
 func (p *Partition) IsLeader() bool { return p.lead.Load() }
 
-// EpochEnd answers OffsetForLeaderEpoch: for a leader epoch, the largest
-// epoch not above it that the partition had and the offset where that
-// epoch's records end (the log end offset for the current epoch); epoch
-// -1 and offset -1 when the log has no epoch that old.
+// EpochEnd answers OffsetForLeaderEpoch as Kafka's leader epoch cache
+// does: for the current epoch, it and the log end offset; for an older
+// one, the largest epoch not above it that the partition had and the
+// start offset of the epoch after it (where its records end); for one
+// older than every epoch kept, the epoch asked and the first kept
+// epoch's start; for one newer than the current epoch, or -1, epoch -1
+// and offset -1. Records written before korvet kept epochs count as
+// epoch 0, which ends where epoch 1 starts.
 func (p *Partition) EpochEnd(epoch int32) (int32, int64) {
 	cur := p.leaderEpoch.Load()
-	if epoch >= cur {
+	switch {
+	case epoch < 0 || epoch > cur:
+		return -1, -1
+	case epoch == cur:
 		return cur, p.HighWatermark()
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	best := int32(-1)
-	for e := range p.epochs {
-		if e <= epoch && e > best {
-			best = e
-		}
-	}
-	if best < 0 {
-		return -1, -1
-	}
-	end, next := p.next, int32(-1)
+	floor, higher, end := int32(-1), int32(-1), int64(-1)
 	for e, start := range p.epochs {
-		if e > best && (next < 0 || e < next) {
-			next, end = e, start
+		if e <= epoch && e > floor {
+			floor = e
+		}
+		if e > epoch && (higher < 0 || e < higher) {
+			higher, end = e, start
 		}
 	}
-	return best, end
+	switch {
+	case higher < 0: // the history lost the epochs after it: it runs to the end
+		return max(floor, epoch), p.HighWatermark()
+	case floor < 0:
+		return epoch, end
+	}
+	return floor, end
 }

@@ -469,6 +469,14 @@ func TestUpgradeFromPartitionWithoutLeader(t *testing.T) {
 	if ep, end := p.EpochEnd(1); ep != 1 || end != 5 {
 		t.Errorf("EpochEnd(1) = %d, %d, want 1, 5", ep, end)
 	}
+	// The records written before epochs were kept are epoch 0's, which
+	// ends where epoch 1 starts; an epoch from the future is unknown.
+	if ep, end := p.EpochEnd(0); ep != 0 || end != 5 {
+		t.Errorf("EpochEnd(0) = %d, %d, want 0, 5", ep, end)
+	}
+	if ep, end := p.EpochEnd(2); ep != -1 || end != -1 {
+		t.Errorf("EpochEnd(2) = %d, %d, want -1, -1", ep, end)
+	}
 	if _, _, err := p.Append(recs(1, 2, "new")).Wait(ctx); err != nil {
 		t.Fatal(err)
 	}

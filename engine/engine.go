@@ -160,6 +160,11 @@ func Open(ctx context.Context, rc *resp.Client, opts Options) (*Engine, error) {
 	e.started = time.Now()
 	e.events = events.New(rc, e.k.Events(), opts.NodeID, opts.Logger)
 	e.bg, e.stopBg = context.WithCancel(context.WithoutCancel(ctx))
+	// Events are read from here on: a change another broker makes while
+	// this one loads its state is reloaded again, never missed.
+	if err := e.events.Prime(ctx); err != nil {
+		return nil, err
+	}
 	e.cl = cluster{lease: cmp.Or(opts.LeaseTime, DefaultLeaseTime), wake: make(chan struct{}, 1)}
 	if err := e.loadCluster(ctx); err != nil {
 		return nil, err

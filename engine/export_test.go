@@ -51,13 +51,6 @@ func (k *KV) RebuildOnline(ctx context.Context) (RebuildResult, error) {
 	return kv.rebuildOnline(ctx)
 }
 
-// FollowEveryPartition makes the KV view tail every indexed partition
-// from Redis, as if another broker led them all.
-func (k *KV) FollowEveryPartition() {
-	k.live.followAll.Store(true)
-	k.live.nudgeTail()
-}
-
 // Crash stops the engine as a SIGKILL would for the other brokers: no
 // handover, its lease left to lapse.
 func (e *Engine) Crash() {

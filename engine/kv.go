@@ -79,12 +79,9 @@ type kvIndex struct {
 	// countHook, when set (tests), runs in each count before its scan.
 	countHook atomic.Pointer[func(ctx context.Context, topic string)]
 
-	wake     chan struct{} // nudges the catch-up loop
-	tailWake chan struct{} // nudges the tail (kv_tail.go)
-	// followAll (tests): follow every partition, led here or not, so that
-	// two engines that each think they lead everything can test the tail.
-	followAll atomic.Bool
-	compactMu sync.Mutex // one compaction pass (or online rebuild) at a time
+	wake      chan struct{} // nudges the catch-up loop
+	tailWake  chan struct{} // nudges the tail (kv_tail.go)
+	compactMu sync.Mutex    // one compaction pass (or online rebuild) at a time
 
 	rebuildMu sync.Mutex
 	rebuild   KVRebuildState

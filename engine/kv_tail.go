@@ -119,7 +119,7 @@ func (kv *kvIndex) followed() []*Partition {
 			continue
 		}
 		for _, p := range t.Partitions() {
-			if kv.followAll.Load() || !p.IsLeader() {
+			if !p.IsLeader() {
 				out = append(out, p)
 			}
 		}
@@ -195,7 +195,7 @@ func (kv *kvIndex) refreshFollowed(ctx context.Context, parts []*Partition) erro
 		meta, segs := rs.At(2*i), rs.At(2*i+1)
 		// A partition this broker leads now keeps its own view; and a
 		// view never goes back (an older read than what it has).
-		if (p.IsLeader() && !kv.followAll.Load()) || metaNext(meta) <= p.HighWatermark() {
+		if p.IsLeader() || metaNext(meta) <= p.HighWatermark() {
 			continue
 		}
 		if err := p.loadState(meta, segs, nil); err != nil {

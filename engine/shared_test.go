@@ -38,7 +38,8 @@ func TestSharedMetadataAcrossEngines(t *testing.T) {
 	}
 	// Records appended through e1 are readable through e2's partition
 	// once its view is reloaded (the new topic was loaded from Redis).
-	if _, _, err := e1.Topic("shared").Partition(0).Append([]record.Record{{Key: []byte("k"), Value: []byte("v")}}).Wait(ctx); err != nil {
+	lead, _ := leaderOf(t, "shared", 0, e1, e2)
+	if _, _, err := lead.Topic("shared").Partition(0).Append([]record.Record{{Key: []byte("k"), Value: []byte("v")}}).Wait(ctx); err != nil {
 		t.Fatal(err)
 	}
 
@@ -99,17 +100,27 @@ func TestSharedMetadataAcrossEngines(t *testing.T) {
 	if _, err := e1.CreateTopic(ctx, "st", 1, nil, false); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e1.ShareHeartbeat(ctx, share.HeartbeatRequest{Group: "sg", MemberID: "m1", Topics: []string{"st"}}); err != nil {
+	// The group's coordinator creates and deletes it; the other broker
+	// follows the shared registry.
+	co, other := e1, e2
+	if e1.Coordinator("sg") != e1.NodeID() {
+		co, other = e2, e1
+	}
+	if _, err := other.ShareHeartbeat(ctx, share.HeartbeatRequest{Group: "sg", MemberID: "m1", Topics: []string{"st"}}); err == nil {
+		t.Fatal("a broker that does not coordinate sg took a share heartbeat for it")
+	}
+	testbed.WaitFor(t, within, "topic st on the coordinator", func() bool { return co.Topic("st") != nil })
+	if _, err := co.ShareHeartbeat(ctx, share.HeartbeatRequest{Group: "sg", MemberID: "m1", Topics: []string{"st"}}); err != nil {
 		t.Fatal(err)
 	}
-	testbed.WaitFor(t, within, "share group created on e1 known to e2", func() bool { return e2.IsShareGroup("sg") })
-	if _, err := e1.ShareHeartbeat(ctx, share.HeartbeatRequest{Group: "sg", MemberID: "m1", MemberEpoch: -1}); err != nil {
+	testbed.WaitFor(t, within, "share group created on its coordinator known to the other broker", func() bool { return other.IsShareGroup("sg") })
+	if _, err := co.ShareHeartbeat(ctx, share.HeartbeatRequest{Group: "sg", MemberID: "m1", MemberEpoch: -1}); err != nil {
 		t.Fatal(err)
 	}
-	if err := e1.DeleteShareGroup(ctx, "sg"); err != nil {
+	if err := co.DeleteShareGroup(ctx, "sg"); err != nil {
 		t.Fatal(err)
 	}
-	testbed.WaitFor(t, within, "share group deleted on e1 gone from e2", func() bool { return !e2.IsShareGroup("sg") })
+	testbed.WaitFor(t, within, "share group deleted on its coordinator gone from the other broker", func() bool { return !other.IsShareGroup("sg") })
 }
 
 // TestKVReadYourWritesAcrossEngines: a record appended through engine 1
@@ -121,16 +132,21 @@ func TestKVReadYourWritesAcrossEngines(t *testing.T) {
 	r := testbed.StartRedis(t)
 	e1, _ := enginetest.Open(t, r, engine.Options{NodeID: 1, Index: engine.IndexOptions{Dir: t.TempDir()}})
 	e2, _ := enginetest.Open(t, r, engine.Options{NodeID: 2, Index: engine.IndexOptions{Dir: t.TempDir()}})
-	// Until leadership is spread, both engines lead everything: make e2
-	// follow every partition from Redis, as a broker that leads none.
-	e2.KV().FollowEveryPartition()
 	ctx := context.Background()
 	if _, err := e1.CreateTopic(ctx, "kvt", 2, map[string]string{"cleanup.policy": "compact"}, false); err != nil {
 		t.Fatal(err)
 	}
 	testbed.WaitFor(t, 5*time.Second, "topic seen by e2", func() bool { return e2.Topic("kvt") != nil })
-	srv := httptest.NewServer(web.New(e2, web.Options{Logger: testbed.Logger()}))
-	defer srv.Close()
+	testbed.WaitFor(t, 5*time.Second, "topic seen by e1", func() bool { return e1.Topic("kvt") != nil })
+	// Each read goes to the broker that did not take the write.
+	srvs := map[*engine.Engine]*httptest.Server{}
+	for _, e := range []*engine.Engine{e1, e2} {
+		srvs[e] = httptest.NewServer(web.New(e, web.Options{Logger: testbed.Logger()}))
+		defer srvs[e].Close()
+	}
+	lead1, follow1 := leaderOf(t, "kvt", 1, e1, e2)
+	lead0, follow0 := leaderOf(t, "kvt", 0, e1, e2)
+	srv := srvs[follow1]
 	get := func(path string, header string) (int, string, http.Header) {
 		t.Helper()
 		req, err := http.NewRequest(http.MethodGet, srv.URL+path, nil)
@@ -151,7 +167,7 @@ func TestKVReadYourWritesAcrossEngines(t *testing.T) {
 
 	for i := range 5 {
 		v := "v" + strconv.Itoa(i)
-		base, _, err := e1.Topic("kvt").Partition(1).Append([]record.Record{kvRec("k", v)}).Wait(ctx)
+		base, _, err := lead1.Topic("kvt").Partition(1).Append([]record.Record{kvRec("k", v)}).Wait(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -168,10 +184,11 @@ func TestKVReadYourWritesAcrossEngines(t *testing.T) {
 		}
 	}
 	// Without a token the value arrives too, eventually.
-	if _, _, err := e1.Topic("kvt").Partition(0).Append([]record.Record{kvRec("j", "x")}).Wait(ctx); err != nil {
+	if _, _, err := lead0.Topic("kvt").Partition(0).Append([]record.Record{kvRec("j", "x")}).Wait(ctx); err != nil {
 		t.Fatal(err)
 	}
-	testbed.WaitFor(t, 5*time.Second, "e2 serves j without a token", func() bool {
+	srv = srvs[follow0]
+	testbed.WaitFor(t, 5*time.Second, "the other broker serves j without a token", func() bool {
 		code, body, _ := get("/v1/kv/kvt/j", "")
 		return code == http.StatusOK && body == "x"
 	})
@@ -202,4 +219,26 @@ func TestKVReadYourWritesAcrossEngines(t *testing.T) {
 	if code, body, _ := get("/v1/kv/kvt/k?after=", ""); code != http.StatusBadRequest {
 		t.Fatalf("empty after=: %d %s, want 400", code, body)
 	}
+}
+
+// leaderOf waits until one of the engines leads the partition and returns
+// it and another.
+func leaderOf(t *testing.T, topic string, partition int32, es ...*engine.Engine) (lead, other *engine.Engine) {
+	t.Helper()
+	testbed.WaitFor(t, 10*time.Second, "a leader for "+topic, func() bool {
+		lead, other = nil, nil
+		for _, e := range es {
+			tp := e.Topic(topic)
+			switch {
+			case tp == nil || tp.Partition(partition) == nil:
+				return false
+			case tp.Partition(partition).IsLeader():
+				lead = e
+			default:
+				other = e
+			}
+		}
+		return lead != nil && other != nil
+	})
+	return lead, other
 }

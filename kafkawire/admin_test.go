@@ -72,12 +72,12 @@ func TestAdminAPIs(t *testing.T) {
 	rt := kmsg.NewOffsetForLeaderEpochRequestTopic()
 	rt.Topic = "adm"
 	rp := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
-	rp.LeaderEpoch = 0
+	_, rp.LeaderEpoch = b.eng.Topic("adm").Partition(0).Leader() // the current epoch: ends at the log end
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
 	oe, err := req.RequestWith(ctx, b.client())
-	if err != nil || oe.Topics[0].Partitions[0].EndOffset != 10 {
-		t.Fatalf("offset for leader epoch: %v %+v", err, oe)
+	if err != nil || oe.Topics[0].Partitions[0].EndOffset != 10 || oe.Topics[0].Partitions[0].LeaderEpoch != rp.LeaderEpoch {
+		t.Fatalf("offset for leader epoch %d: %v %+v", rp.LeaderEpoch, err, oe)
 	}
 
 	dc := kmsg.NewPtrDescribeClusterRequest()

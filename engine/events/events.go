@@ -78,6 +78,32 @@ type Bus struct {
 	// deliverMu makes subscribers run one at a time, whether the event
 	// came from the stream or from Emit.
 	deliverMu sync.Mutex
+
+	// start is where Run begins reading: set by Prime, else the stream's
+	// end when Run connects.
+	start string
+}
+
+// ResyncEvery is how often Run delivers a Resync even when nothing was
+// missed: the safety net under a change whose event could not be
+// written (the change itself was).
+const ResyncEvery = 30 * time.Second
+
+// Prime fixes where Run starts reading: the stream's end now. Call it
+// before loading the shared state the events are about, so that no
+// change made after the load goes unseen.
+func (b *Bus) Prime(ctx context.Context) error {
+	cn, err := b.rc.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("event stream %s: %w", b.key, err)
+	}
+	defer cn.Close()
+	id, err := lastID(ctx, cn, b.key)
+	if err != nil {
+		return err
+	}
+	b.start = id
+	return nil
 }
 
 // New returns a Bus on the stream key for broker node. Run delivers.
@@ -164,8 +190,24 @@ const block = 500 * time.Millisecond
 // events. On a connection error it waits, reconnects and delivers Resync
 // (events in between may be lost).
 func (b *Bus) Run(ctx context.Context) {
-	last := ""
+	last := b.start
 	backoff := 100 * time.Millisecond
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		t := time.NewTicker(ResyncEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				b.deliver(Event{Kind: Resync, Node: b.node})
+			}
+		}
+	}()
 	for ctx.Err() == nil {
 		err := b.tail(ctx, &last)
 		if ctx.Err() != nil {

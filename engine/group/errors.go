@@ -14,7 +14,7 @@ var (
 	ErrRebalanceInProgress     = errors.New("rebalance in progress")
 	ErrFencedInstanceID        = errors.New("static member fenced by a newer member with the same instance id")
 	ErrCoordinatorNotAvailable = errors.New("group coordinator not available")
-	ErrNotCoordinator          = errors.New("not the group coordinator (shutting down)")
+	ErrNotCoordinator          = errors.New("not the group coordinator")
 	ErrGroupNotFound           = errors.New("group not found")
 	ErrNonEmptyGroup           = errors.New("group is not empty")
 	ErrSubscribedToTopic       = errors.New("group is subscribed to the topic")
