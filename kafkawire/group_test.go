@@ -428,10 +428,16 @@ func TestGroupOffsetsAdmin(t *testing.T) {
 		}
 		fs.EachRecord(func(r *kgo.Record) { last = r })
 	}
+	// Commits name the epoch the records were written in (the single
+	// broker claimed its partitions once: epoch 1), as a consumer's do: a
+	// consumer starting from them checks that epoch with
+	// OffsetForLeaderEpoch, and an epoch that did not write them would
+	// look like lost records.
+	_, ep := b.eng.Topic(topic).Partition(0).Leader()
 	os := kadm.Offsets{}
-	os.Add(kadm.Offset{Topic: topic, Partition: 0, At: 10, LeaderEpoch: 0, Metadata: "p0 meta, with commas, ü"})
+	os.Add(kadm.Offset{Topic: topic, Partition: 0, At: 10, LeaderEpoch: ep, Metadata: "p0 meta, with commas, ü"})
 	os.Add(kadm.Offset{Topic: topic, Partition: 1, At: last.Offset + 1, LeaderEpoch: -1, Metadata: ""})
-	os.Add(kadm.Offset{Topic: topic, Partition: 2, At: 20, LeaderEpoch: 0, Metadata: "p2"})
+	os.Add(kadm.Offset{Topic: topic, Partition: 2, At: 20, LeaderEpoch: ep, Metadata: "p2"})
 	os.Add(kadm.Offset{Topic: "no-such-topic", Partition: 0, At: 1})
 	res, err := adm.CommitOffsets(ctx, grp, os)
 	if err != nil {
@@ -454,9 +460,9 @@ func TestGroupOffsetsAdmin(t *testing.T) {
 			t.Fatalf("%s: %v", when, err)
 		}
 		for _, want := range []kadm.Offset{
-			{Topic: topic, Partition: 0, At: 10, LeaderEpoch: 0, Metadata: "p0 meta, with commas, ü"},
+			{Topic: topic, Partition: 0, At: 10, LeaderEpoch: ep, Metadata: "p0 meta, with commas, ü"},
 			{Topic: topic, Partition: 1, At: 30, LeaderEpoch: -1, Metadata: ""},
-			{Topic: topic, Partition: 2, At: 20, LeaderEpoch: 0, Metadata: "p2"},
+			{Topic: topic, Partition: 2, At: 20, LeaderEpoch: ep, Metadata: "p2"},
 		} {
 			g, ok := got.Lookup(want.Topic, want.Partition)
 			if !ok || g.Err != nil || g.At != want.At || g.LeaderEpoch != want.LeaderEpoch || g.Metadata != want.Metadata {
