@@ -302,6 +302,11 @@ func (e *Engine) retakeLease(token string) bool {
 	c.renewedAt = time.Now()
 	c.mu.Unlock()
 	e.log.Warn("broker lease had lapsed; taken again", "node", e.opts.NodeID)
+	// The others saw this broker go: tell them it is back, so that none
+	// names it as a leader it does not count as live.
+	if err := e.events.Publish(ctx, events.Brokers, "change", "join"); err != nil {
+		e.log.Warn("lease taken again, but other brokers were not told; they see this broker on their next refresh", "err", err)
+	}
 	if err := e.refreshLive(ctx); err != nil {
 		e.log.Warn("broker refresh", "err", err)
 	}
