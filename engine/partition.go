@@ -242,6 +242,20 @@ func (p *Partition) resync(ctx context.Context) error {
 	return nil
 }
 
+// refresh brings a partition this broker does not lead up to date from
+// Redis: a group coordinator serves partitions another broker writes, and
+// its view of them moves only when it looks. The leader's view is always
+// current.
+func (p *Partition) refresh(ctx context.Context) error {
+	if p.IsLeader() {
+		return nil
+	}
+	if err := p.resync(ctx); err != nil {
+		return fmt.Errorf("%w: %v", ErrStorageUnavailable, err)
+	}
+	return nil
+}
+
 // loadPartitions loads partitions' state in two pipelined round trips:
 // counters and registries, then the last entry of each open segment.
 func loadPartitions(ctx context.Context, e *Engine, parts []*Partition) error {

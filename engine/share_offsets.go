@@ -30,6 +30,9 @@ type SharePartitionState struct {
 // ShareState returns a share group's state on p.
 func (e *Engine) ShareState(ctx context.Context, group string, p *Partition) (SharePartitionState, error) {
 	st := SharePartitionState{Topic: p.t.name, Partition: p.id, StartOffset: -1}
+	if err := p.refresh(ctx); err != nil {
+		return st, err
+	}
 	sp := e.sharePartFor(group, p)
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
@@ -179,6 +182,9 @@ func (e *Engine) ShareTopics(ctx context.Context, group string) (map[string][]in
 func (e *Engine) AlterShareOffset(ctx context.Context, group string, p *Partition, offset int64) error {
 	if d, ok := e.ShareDescribe(group); ok && len(d.Members) > 0 {
 		return share.ErrGroupNotEmpty
+	}
+	if err := p.refresh(ctx); err != nil {
+		return err
 	}
 	if offset < 0 || offset > p.HighWatermark() {
 		return fmt.Errorf("%w: %d not in [%d, %d]", ErrOffsetOutOfRange, offset, p.LogStart(), p.HighWatermark())
