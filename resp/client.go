@@ -41,6 +41,12 @@ type Options struct {
 	Timeout       time.Duration // per call when ctx has no deadline, default 10s
 	MaxReplyBytes int           // larger replies fail and drop the connection, default 512 MiB
 	Logger        *slog.Logger  // default discards
+
+	// Cluster makes the client a Redis Cluster client: the URL names any
+	// one node, Seeds more, and commands go to the master of their key's
+	// slot (cluster.go). PoolSize is then per node.
+	Cluster bool
+	Seeds   []string // more nodes to learn the cluster from, host:port
 }
 
 // Client is a pool of Redis connections, safe for concurrent use.
@@ -62,6 +68,8 @@ type Client struct {
 
 	pipes   sync.Pool // *Pipeline, for Do
 	replies sync.Pool // *Replies
+
+	cl *cluster // non-nil for a Redis Cluster client
 }
 
 type conn struct {
