@@ -14,8 +14,8 @@ import (
 
 	"github.com/korvet/korvet/engine"
 	"github.com/korvet/korvet/engine/record"
-	"github.com/korvet/korvet/kafkawire/batch"
 	"github.com/korvet/korvet/internal/testbed"
+	"github.com/korvet/korvet/kafkawire/batch"
 	"github.com/korvet/korvet/resp"
 )
 
