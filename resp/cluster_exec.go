@@ -456,6 +456,7 @@ func (cl *cluster) noteRedirects(rs *Replies, from string) {
 			cl.trigger()
 		case "TRYAGAIN":
 			cl.tryAgain.Add(1)
+			cl.trigger()
 		case "CLUSTERDOWN":
 			cl.clusterDown.Add(1)
 			cl.trigger()

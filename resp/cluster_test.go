@@ -234,6 +234,35 @@ func TestCluster(t *testing.T) {
 			t.Fatalf("Stats %+v, before %+v", got, before)
 		}
 		testbed.WaitFor(t, 5*time.Second, "map refreshed after MOVED", func() bool { return c.Stats().Refreshes > before.Refreshes })
+
+		// A Conn gets MOVED as its reply, and a new Conn goes to the new node.
+		pc, err := c.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer pc.Close()
+		mustDo(t, pc, "GET", "mv")
+		back := rc.Nodes[0]
+		if back == to {
+			back = rc.Nodes[1]
+		}
+		moved := c.Stats().Moved
+		rc.MoveSlot(t, resp.Slot("mv"), back)
+		if _, err := pc.Do(ctx, "GET", "mv"); !resp.IsRedirect(err) {
+			t.Fatalf("Conn GET after its slot moved: %v", err)
+		}
+		if c.Stats().Moved != moved+1 {
+			t.Fatalf("Conn's MOVED not counted: %+v", c.Stats())
+		}
+		pc.Close()
+		pc2, err := c.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer pc2.Close()
+		if r := mustDo(t, pc2, "GET", "mv"); string(r.Bytes()) != "2" {
+			t.Fatalf("new Conn GET: %q", r.Raw)
+		}
 	})
 
 	t.Run("Ask", func(t *testing.T) {
