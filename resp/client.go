@@ -10,6 +10,7 @@ package resp
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -47,6 +48,11 @@ type Options struct {
 	// slot (cluster.go). PoolSize is then per node.
 	Cluster bool
 	Seeds   []string // more nodes to learn the cluster from, host:port
+
+	// TLS configures rediss:// connections: a CA pool (RootCAs), a client
+	// certificate, or InsecureSkipVerify, chosen by the caller. Nil means
+	// the system roots. ServerName defaults to the host dialled.
+	TLS *tls.Config
 }
 
 // Client is a pool of Redis connections, safe for concurrent use.
@@ -472,6 +478,14 @@ func (c *Client) dial(ctx context.Context) (*conn, error) {
 	if err != nil {
 		return nil, &ConnError{Op: "dial", Addr: c.cfg.Addr, Err: err}
 	}
+	if c.cfg.TLS {
+		tc := tls.Client(nc, c.tlsConfig())
+		if err := tc.HandshakeContext(dctx); err != nil {
+			_ = nc.Close()
+			return nil, &ConnError{Op: "tls handshake", Addr: c.cfg.Addr, Err: err}
+		}
+		nc = tc
+	}
 	cn := &conn{nc: nc}
 	cn.stop = func() { _ = nc.SetDeadline(pastTime) }
 	if err := c.handshake(dctx, cn); err != nil {
@@ -479,6 +493,22 @@ func (c *Client) dial(ctx context.Context) (*conn, error) {
 		return nil, err
 	}
 	return cn, nil
+}
+
+// tlsConfig is Options.TLS (or a default) naming the host dialled.
+func (c *Client) tlsConfig() *tls.Config {
+	var tc *tls.Config
+	if c.opts.TLS != nil {
+		tc = c.opts.TLS.Clone()
+	} else {
+		tc = &tls.Config{MinVersion: tls.VersionTLS12}
+	}
+	if tc.ServerName == "" {
+		if host, _, err := net.SplitHostPort(c.cfg.Addr); err == nil {
+			tc.ServerName = host
+		}
+	}
+	return tc
 }
 
 func (c *Client) handshake(ctx context.Context, cn *conn) error {

@@ -305,7 +305,7 @@ func (cl *cluster) loadFrom(ctx context.Context, addr string) ([]Shard, error) {
 	if err != nil {
 		return nil, fmt.Errorf("CLUSTER SHARDS on %s: %w", addr, err)
 	}
-	shards, err := parseClusterShards(r)
+	shards, err := parseClusterShards(r, cl.c.cfg.TLS)
 	if err != nil {
 		return nil, fmt.Errorf("CLUSTER SHARDS on %s: %w", addr, err)
 	}
@@ -314,9 +314,9 @@ func (cl *cluster) loadFrom(ctx context.Context, addr string) ([]Shard, error) {
 
 // parseClusterShards reads CLUSTER SHARDS: per shard a map with "slots"
 // (start, end pairs) and "nodes" (maps with id, ip, endpoint, port,
-// role, health). Shards serving no slot whose master failed (a dead
-// master after its failover) are left out.
-func parseClusterShards(r Reply) ([]Shard, error) {
+// role, health), with the TLS ports when tlsPorts. Shards serving no slot
+// whose master failed (a dead master after its failover) are left out.
+func parseClusterShards(r Reply, tlsPorts bool) ([]Shard, error) {
 	var out []Shard
 	var err error
 	r.ForEach(func(sr Reply) bool {
@@ -359,7 +359,7 @@ func parseClusterShards(r Reply) ([]Shard, error) {
 					if host == "" || host == "?" {
 						host = ip
 					}
-					if port == "" || port == "0" {
+					if port == "" || port == "0" || tlsPorts && tlsPort != "" && tlsPort != "0" {
 						port = tlsPort
 					}
 					nd.Addr = net.JoinHostPort(host, port)
