@@ -20,7 +20,7 @@ func (cl *cluster) exec(ctx context.Context, p *Pipeline) (*Replies, error) {
 	deadline := cl.deadline(ctx)
 	wait := clusterMinWait
 	for {
-		n, err := cl.singleNode(ctx, p)
+		n, slot, err := cl.singleNode(ctx, p)
 		if err != nil {
 			return nil, err
 		}
@@ -30,7 +30,7 @@ func (cl *cluster) exec(ctx context.Context, p *Pipeline) (*Replies, error) {
 		rs, err := n.Exec(ctx, p)
 		if err != nil {
 			if !cl.retryable(ctx, err, deadline) {
-				return nil, err
+				return nil, nodeError(n, slot, err)
 			}
 			if err := cl.pause(ctx, &wait, deadline); err != nil {
 				return nil, err
@@ -89,11 +89,13 @@ func (cl *cluster) pause(ctx context.Context, wait *time.Duration, deadline time
 
 // singleNode returns the node every command of p goes to, or nil when
 // they go to several (or a DEL-like command must be split). It does not
-// allocate. A MULTI block across slots is an error.
-func (cl *cluster) singleNode(ctx context.Context, p *Pipeline) (*Client, error) {
+// allocate. A MULTI block across slots is an error. slot is the first
+// keyed command's, for error messages (-1: none).
+func (cl *cluster) singleNode(ctx context.Context, p *Pipeline) (n *Client, slot int, err error) {
 	if err := p.Err(); err != nil {
-		return nil, err
+		return nil, -1, err
 	}
+	slot = -1
 	var target *Client
 	blockSlot, inBlock := -1, false
 	var blockKey []byte
@@ -101,7 +103,7 @@ func (cl *cluster) singleNode(ctx context.Context, p *Pipeline) (*Client, error)
 	for i := 0; i < p.n; i++ {
 		cmd, argc, rest, err := nextCommand(buf)
 		if err != nil {
-			return nil, err
+			return nil, -1, err
 		}
 		buf = rest
 		r := routeOf(cmd, argc)
@@ -112,35 +114,36 @@ func (cl *cluster) singleNode(ctx context.Context, p *Pipeline) (*Client, error)
 			inBlock = false
 		case keysAll:
 			if r.other != nil {
-				return nil, crossSlotError(r.key, r.slot, r.other, r.otherSlot)
+				return nil, -1, crossSlotError(r.key, r.slot, r.other, r.otherSlot)
 			}
 		}
 		if r.split {
-			return nil, nil
+			return nil, -1, nil
 		}
 		if r.slot < 0 {
 			continue
 		}
 		if inBlock {
 			if blockSlot >= 0 && blockSlot != r.slot {
-				return nil, crossSlotError(blockKey, blockSlot, r.key, r.slot)
+				return nil, -1, crossSlotError(blockKey, blockSlot, r.key, r.slot)
 			}
 			blockSlot, blockKey = r.slot, r.key
 		}
 		n, err := cl.owner(ctx, r.slot)
 		if err != nil {
-			return nil, err
+			return nil, -1, err
 		}
 		if target == nil {
-			target = n
+			target, slot = n, r.slot
 		} else if target != n {
-			return nil, nil
+			return nil, -1, nil
 		}
 	}
 	if target == nil {
-		return cl.anyMaster(ctx)
+		n, err := cl.anyMaster(ctx)
+		return n, -1, err
 	}
-	return target, nil
+	return target, slot, nil
 }
 
 // execUnits runs p unit by unit (plan). seed holds the replies of a first
@@ -263,7 +266,7 @@ func (cl *cluster) round(ctx context.Context, pending []*unit, deadline time.Tim
 	for _, g := range groups {
 		if g.err != nil {
 			if fatal == nil && !cl.retryable(ctx, g.err, deadline) {
-				fatal = g.err
+				fatal = nodeError(g.node, g.units[0].slot, g.err)
 			}
 			wait = true
 			continue
@@ -475,4 +478,16 @@ func resolveAddr(addr, from string) string {
 		return addr
 	}
 	return net.JoinHostPort(host, addr[1:])
+}
+
+// nodeError names the node and the slot a failed send was for; the
+// ConnError inside still answers IsConnError and ErrUnknownOutcome.
+func nodeError(n *Client, slot int, err error) error {
+	if errors.Is(err, ErrClosed) {
+		return err
+	}
+	if slot < 0 {
+		return fmt.Errorf("resp: cluster node %s: %w", n.cfg.Addr, err)
+	}
+	return fmt.Errorf("resp: cluster node %s (slot %d): %w", n.cfg.Addr, slot, err)
 }
