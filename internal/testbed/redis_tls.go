@@ -142,4 +142,3 @@ func StartTLSRedis(t testing.TB, clientCerts bool, extra ...string) *TLSRedis {
 	})
 	return &TLSRedis{Addr: addr, Pool: pool, CAFile: ca, CertFile: cert, KeyFile: key}
 }
-
