@@ -549,18 +549,33 @@ func (l *errorLog) Log(level kgo.LogLevel, msg string, kv ...any) {
 	}
 }
 
+// summary is the retried errors so far, and the last warning.
+func (l *errorLog) summary() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := fmt.Sprint(l.retried)
+	if len(l.bad) > 0 {
+		s += "; last warning: " + l.bad[len(l.bad)-1]
+	}
+	return s
+}
+
 // check fails t for a non-retriable produce error and logs the retried
 // ones.
 func (l *errorLog) check(t *testing.T) {
 	t.Helper()
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	warned := map[string]int{}
 	for _, b := range l.bad {
 		if strings.Contains(b, "batch in a produce request failed") {
 			t.Errorf("producer: %s", b)
 		} else {
-			t.Logf("producer: %s", b)
+			warned[b]++
 		}
+	}
+	for w, n := range warned {
+		t.Logf("producer (%d times): %s", n, w)
 	}
 	t.Logf("producer: produce errors franz-go retried: %v", l.retried)
 }
