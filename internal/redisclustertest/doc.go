@@ -5,9 +5,12 @@
 // Debian's python3-confluent-kafka) while masters are killed and slots
 // move between them. It has no code outside its tests.
 //
-//	go test -count=1 ./internal/redisclustertest/       # all, a few minutes
+//	go test -count=1 ./internal/redisclustertest/       # all, about 2 minutes
 //	go test -count=1 -run TestKillMaster -v ./internal/redisclustertest/
 //
-// `go test -short` skips every test; a checkout whose korvet has no
-// redis.cluster key yet skips them too.
+// The tests print lines a script can grep ("master failover: ...",
+// "broker failover: ...", "reshard: ..."). `go test -short` skips every
+// test; a checkout whose korvet has no redis.cluster key yet skips them
+// too. scripts/conformance.sh with REDIS_CLUSTER=1 runs franz-go's own
+// tests against korvet on such a cluster.
 package redisclustertest
