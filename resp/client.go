@@ -573,6 +573,9 @@ type Conn struct {
 
 	cl      *cluster // set for a cluster Conn
 	unbound bool     // a cluster Conn before its first call
+	// askSlot >= 0: the Conn followed an ASK for this slot to the node
+	// importing it, and sends ASKING before each command (conn_ask.go).
+	askSlot int
 }
 
 // Conn takes a connection out of the pool until Conn.Close.
@@ -581,13 +584,13 @@ func (c *Client) Conn(ctx context.Context) (*Conn, error) {
 		if c.isClosed() {
 			return nil, ErrClosed
 		}
-		return &Conn{c: c, cl: c.cl, unbound: true}, nil
+		return &Conn{c: c, cl: c.cl, unbound: true, askSlot: -1}, nil
 	}
 	cn, err := c.get(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return &Conn{c: c, cn: cn}, nil
+	return &Conn{c: c, cn: cn, askSlot: -1}, nil
 }
 
 var errConnClosed = errors.New("resp: Conn used after Close")
@@ -605,13 +608,23 @@ func (pc *Conn) usable() error {
 
 // Exec is Client.Exec on this connection.
 func (pc *Conn) Exec(ctx context.Context, p *Pipeline) (*Replies, error) {
+	first := pc.unbound
 	if err := pc.prepare(ctx, p); err != nil {
 		return nil, err
 	}
 	pc.used = true
+	if pc.askSlot >= 0 {
+		return pc.execAsking(ctx, p)
+	}
 	rs, err := pc.c.exec(ctx, pc.cn, p)
 	if err == nil && pc.cl != nil {
 		pc.cl.noteRedirects(rs, pc.c.cfg.Addr)
+		if first {
+			if slot, addr, ok := allAsk(rs, pc.c.cfg.Addr); ok {
+				rs.Release()
+				return pc.followAsk(ctx, p, slot, addr)
+			}
+		}
 	}
 	return rs, err
 }
@@ -632,6 +645,9 @@ func (pc *Conn) prepare(ctx context.Context, p *Pipeline) error {
 	}
 	if err := pc.usable(); err != nil {
 		return err
+	}
+	if pc.askSlot >= 0 {
+		return checkAskSlot(p, pc.askSlot)
 	}
 	if pc.cl != nil {
 		return pc.cl.checkConn(ctx, pc.c, p)

@@ -298,6 +298,61 @@ func TestCluster(t *testing.T) {
 			t.Fatalf("after migration: %q", r.Raw)
 		}
 	})
+	t.Run("ConnAsk", func(t *testing.T) {
+		// A Conn whose WATCH meets ASK follows it and runs its
+		// transaction on the importing node, as an append round does.
+		mustDo(t, c, "SET", "{cask}meta", "1")
+		mustDo(t, c, "SET", "{cask}log", "a")
+		slot := resp.Slot("{cask}meta")
+		from := rc.MasterOf(t, "{cask}meta")
+		to := rc.Nodes[0]
+		if to == from {
+			to = rc.Nodes[1]
+		}
+		rc.BeginMigration(t, slot, to)
+		rc.MigrateKeys(t, slot, from, to, "{cask}meta", "{cask}log")
+		cn, err := c.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var check, tx resp.Pipeline
+		check.Cmd("WATCH", "{cask}meta")
+		check.Cmd("GET", "{cask}meta")
+		rs, err := cn.Exec(ctx, &check)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rs.Len() != 2 || rs.At(0).Err() != nil || string(rs.At(1).Bytes()) != "1" {
+			t.Fatalf("check on a migrating slot: %d replies, %v %q", rs.Len(), rs.At(0).Err(), rs.At(1).Raw)
+		}
+		rs.Release()
+		tx.Cmd("MULTI")
+		tx.Cmd("INCR", "{cask}meta")
+		tx.Cmd("APPEND", "{cask}log", "b")
+		tx.Cmd("EXEC")
+		rs, err = cn.Exec(ctx, &tx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ex := rs.At(3); ex.Err() != nil || ex.Len() != 2 {
+			t.Fatalf("EXEC on the importing node: %v %q", ex.Err(), ex.Raw)
+		}
+		rs.Release()
+		// A key of another slot is refused unsent, as a redirect.
+		var other resp.Pipeline
+		other.Cmd("GET", "elsewhere")
+		if _, err := cn.Exec(ctx, &other); !resp.IsRedirect(err) {
+			t.Fatalf("a key outside the followed slot: %v", err)
+		}
+		cn.Close()
+		rc.EndMigration(t, slot, to)
+		if r := mustDo(t, c, "GET", "{cask}log"); string(r.Bytes()) != "ab" {
+			t.Fatalf("after migration: %q", r.Raw)
+		}
+		if r, err := c.DoNode(ctx, to.Addr, "GET", "{cask}meta"); err != nil || string(r.Bytes()) != "2" {
+			t.Fatalf("the importing node holds %q, %v", r.Raw, err)
+		}
+	})
 }
 
 // TestClusterClose: Close stops the refresher and every node's pool.
