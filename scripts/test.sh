@@ -79,6 +79,8 @@ FUZZTIME=5s scripts/fuzz.sh
 if [[ -x scripts/conformance.sh ]]; then
 	section "scripts/conformance.sh"
 	scripts/conformance.sh
+	section "REDIS_CLUSTER=1 scripts/conformance.sh (korvet on 3 masters + 3 replicas)"
+	REDIS_CLUSTER=1 scripts/conformance.sh
 else
 	section "scripts/conformance.sh: not present or not executable, skipped"
 fi
