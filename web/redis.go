@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -145,4 +146,34 @@ func (c *redisCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(descRedirects, st.Stats.TryAgain, "tryagain")
 	counter(descRedirects, st.Stats.ClusterDown, "clusterdown")
 	counter(descSlotRefreshes, st.Stats.Refreshes)
+}
+
+// clusterWarnings names what puts a Redis Cluster's data or writes at
+// risk, node by node: INFO above answers for one node only. A standalone
+// Redis gets none here (redisWarnings covers its one node).
+func clusterWarnings(st engine.RedisStatus) []string {
+	if !st.Cluster {
+		return nil
+	}
+	if st.Error != "" {
+		return []string{"Redis Cluster: " + st.Error}
+	}
+	var w []string
+	for _, sh := range st.Shards {
+		for _, n := range sh.Nodes {
+			switch {
+			case !n.Up:
+				w = append(w, fmt.Sprintf("Redis %s %s (shard of %s) does not answer: %s", n.Role, n.Addr, sh.Master, n.Error))
+			case n.Health != "" && n.Health != "online":
+				w = append(w, fmt.Sprintf("Redis %s %s (shard of %s) is %s.", n.Role, n.Addr, sh.Master, n.Health))
+			case n.MaxMemory > 0 && n.UsedMemory > n.MaxMemory/10*9:
+				w = append(w, fmt.Sprintf("Redis %s %s uses %d%% of its maxmemory: when it is full it refuses writes to its slots. Raise maxmemory, lower retention or add a shard.",
+					n.Role, n.Addr, n.UsedMemory*100/n.MaxMemory))
+			}
+		}
+	}
+	if st.Unserved > 0 {
+		w = append(w, fmt.Sprintf("Redis Cluster: %d partitions are on slots no master serves: writes to them fail until the cluster covers every slot again.", st.Unserved))
+	}
+	return w
 }

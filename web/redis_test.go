@@ -201,3 +201,38 @@ func openOn(t *testing.T, r *testbed.Redis, cluster bool) (*engine.Engine, *resp
 	t.Cleanup(func() { eng.Close(); rc.Close() })
 	return eng, rc
 }
+
+// A Redis Cluster's nodes are warned about one by one; a standalone
+// Redis's are left to the INFO warnings.
+func TestClusterWarnings(t *testing.T) {
+	node := func(addr, role string) engine.RedisNode {
+		return engine.RedisNode{Addr: addr, Role: role, Health: "online", Up: true, UsedMemory: 10 << 20}
+	}
+	healthy := engine.RedisStatus{Cluster: true, Shards: []engine.RedisShard{
+		{Master: "10.0.0.1:6379", Slots: 8192, Nodes: []engine.RedisNode{node("10.0.0.1:6379", "master"), node("10.0.0.4:6379", "replica")}},
+		{Master: "10.0.0.2:6379", Slots: 8192, Nodes: []engine.RedisNode{node("10.0.0.2:6379", "master")}},
+	}}
+	if w := clusterWarnings(healthy); len(w) != 0 {
+		t.Errorf("healthy cluster: %q", w)
+	}
+	sick := healthy
+	sick.Shards = []engine.RedisShard{healthy.Shards[0], healthy.Shards[1]}
+	sick.Shards[0].Nodes = []engine.RedisNode{node("10.0.0.1:6379", "master"), node("10.0.0.4:6379", "replica")}
+	sick.Shards[0].Nodes[1].Up, sick.Shards[0].Nodes[1].Error, sick.Shards[0].Nodes[1].Health = false, "i/o timeout", "failed"
+	sick.Shards[1].Nodes = []engine.RedisNode{node("10.0.0.2:6379", "master")}
+	sick.Shards[1].Nodes[0].MaxMemory = 11 << 20
+	sick.Unserved = 3
+	w := clusterWarnings(sick)
+	for i, want := range []string{"replica 10.0.0.4:6379 (shard of 10.0.0.1:6379) does not answer: i/o timeout", "master 10.0.0.2:6379 uses 90% of its maxmemory", "3 partitions are on slots no master serves"} {
+		if len(w) != 3 || !strings.Contains(w[i], want) {
+			t.Errorf("warnings %q; want [%d] to say %q", w, i, want)
+		}
+	}
+	if w := clusterWarnings(engine.RedisStatus{Cluster: true, Error: "read the shard map: refused"}); len(w) != 1 || !strings.Contains(w[0], "refused") {
+		t.Errorf("no shard map: %q", w)
+	}
+	sick.Cluster = false
+	if w := clusterWarnings(sick); len(w) != 0 {
+		t.Errorf("standalone: %q", w)
+	}
+}
