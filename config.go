@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -110,6 +111,13 @@ type Config struct {
 		Keyspace string   `toml:"keyspace"`
 		PoolSize int      `toml:"pool_size"`
 		Timeout  duration `toml:"timeout"`
+		// Redis Cluster: url names any one node, seeds more.
+		Cluster bool     `toml:"cluster"`
+		Seeds   []string `toml:"seeds"`
+		// acks=all produce waits until this many replicas have the
+		// append (WAIT), Kafka's min.insync.replicas mapped to Redis.
+		WaitReplicas int      `toml:"wait_replicas"`
+		WaitTimeout  duration `toml:"wait_timeout"`
 	} `toml:"redis"`
 	Cold struct {
 		Warehouse          string   `toml:"warehouse"`
@@ -195,6 +203,8 @@ func defaultConfig() Config {
 	c.Redis.Keyspace = "korvet"
 	c.Redis.PoolSize = 16
 	c.Redis.Timeout.Duration = 10 * time.Second
+	c.Redis.Seeds = []string{}
+	c.Redis.WaitTimeout.Duration = time.Second
 	c.ShutdownGrace.Duration = 10 * time.Second
 	c.Cold.Namespace = "korvet"
 	c.Cold.Region = "us-east-1"
@@ -278,6 +288,9 @@ func loadConfig(path string) (Config, error) {
 	}
 	if c.Redis.Timeout.Duration <= 0 {
 		return c, bad(toml.Key{"redis", "timeout"}, "must be positive")
+	}
+	if err := c.checkRedisCluster(bad); err != nil {
+		return c, err
 	}
 	if c.Kafka.DefaultPartitions < 1 {
 		return c, bad(toml.Key{"kafka", "default_partitions"}, "must be at least 1")
@@ -532,6 +545,46 @@ func firstLANAddress() string {
 		}
 	}
 	return "127.0.0.1"
+}
+
+// checkRedisCluster validates the Redis Cluster and replication keys.
+func (c *Config) checkRedisCluster(bad func(toml.Key, string, ...any) error) error {
+	u, _ := resp.ParseURL(c.Redis.URL)
+	if c.Redis.Cluster {
+		if u.Network != "tcp" {
+			return bad(toml.Key{"redis", "url"}, "a Redis Cluster is reached over TCP: use redis://host:port, not a unix socket")
+		}
+		if u.DB != 0 {
+			return bad(toml.Key{"redis", "url"}, "a Redis Cluster has only db 0: drop /%d from the URL", u.DB)
+		}
+		// Braces in the prefix would become the hash tag of every key
+		// and put the whole keyspace in one slot.
+		if strings.ContainsAny(c.Redis.Keyspace, "{}") {
+			return bad(toml.Key{"redis", "keyspace"}, "must not contain { or } with redis.cluster = true (they are Redis Cluster hash tags)")
+		}
+	} else if len(c.Redis.Seeds) > 0 {
+		return bad(toml.Key{"redis", "seeds"}, "seed nodes are for a Redis Cluster: set redis.cluster = true, or remove seeds")
+	}
+	if len(c.Redis.Seeds) > 64 {
+		return bad(toml.Key{"redis", "seeds"}, "at most 64 seed nodes")
+	}
+	for _, s := range c.Redis.Seeds {
+		if _, port, err := net.SplitHostPort(s); err != nil || port == "" {
+			return bad(toml.Key{"redis", "seeds"}, "want host:port, got %q", s)
+		}
+	}
+	if c.Redis.WaitReplicas < 0 || c.Redis.WaitReplicas > 16 {
+		return bad(toml.Key{"redis", "wait_replicas"}, "must be 0 (do not wait) to 16")
+	}
+	if d := c.Redis.WaitTimeout.Duration; d < time.Millisecond || d > time.Minute {
+		return bad(toml.Key{"redis", "wait_timeout"}, "must be 1ms to 1m")
+	}
+	return nil
+}
+
+// redisOptions are the resp.Options of [redis].
+func (c *Config) redisOptions(pool int, log *slog.Logger) resp.Options {
+	return resp.Options{PoolSize: pool, Timeout: c.Redis.Timeout.Duration, Logger: log, Cluster: c.Redis.Cluster, Seeds: c.Redis.Seeds}
 }
 
 // shownRedisURL is the Redis URL as logs and errors show it: without its

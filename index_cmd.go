@@ -100,7 +100,7 @@ func runIndex(args []string, stdout, stderr io.Writer) int {
 // to read the log.
 func openLogOnly(ctx context.Context, cfg Config, logOut io.Writer) (*engine.Engine, func(), error) {
 	log := slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	rc, err := resp.New(cfg.Redis.URL, resp.Options{PoolSize: cfg.Redis.PoolSize, Timeout: cfg.Redis.Timeout.Duration, Logger: log})
+	rc, err := resp.New(cfg.Redis.URL, cfg.redisOptions(cfg.Redis.PoolSize, log))
 	if err != nil {
 		return nil, nil, fmt.Errorf("redis: %w", err)
 	}

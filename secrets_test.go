@@ -174,7 +174,7 @@ func TestConfigErrorsHidePasswords(t *testing.T) {
 	for _, text := range []string{
 		"[cold]\nwarehouse = \"gs://ak:hunter2@bucket/wh\"\n",
 		"[redis]\nurl = \"redis://default:hunter2@127.0.0.1:99999/0\"\n",
-		"[redis]\nurl = \"rediss://default:hunter2@127.0.0.1/0\"\n",
+		"[redis]\nurl = \"rediss://default:hunter2@127.0.0.1:99999/0\"\n",
 	} {
 		_, err := loadConfig(writeConfig(t, text))
 		if err == nil || strings.Contains(err.Error(), "hunter2") {

@@ -140,7 +140,7 @@ func newLogger(cfg Config, out io.Writer) *slog.Logger {
 
 // connectRedis returns a client of the Redis in [redis] once it answers.
 func connectRedis(ctx context.Context, cfg Config, log *slog.Logger) (*resp.Client, error) {
-	rc, err := resp.New(cfg.Redis.URL, resp.Options{PoolSize: cfg.Redis.PoolSize, Timeout: cfg.Redis.Timeout.Duration, Logger: log})
+	rc, err := resp.New(cfg.Redis.URL, cfg.redisOptions(cfg.Redis.PoolSize, log))
 	if err != nil {
 		return nil, fmt.Errorf("redis: %w", err)
 	}
@@ -157,6 +157,8 @@ func connectRedis(ctx context.Context, cfg Config, log *slog.Logger) (*resp.Clie
 func engineOptions(cfg Config, store *cold.Store, log *slog.Logger) engine.Options {
 	return engine.Options{
 		Keyspace:          cfg.Redis.Keyspace,
+		WaitReplicas:      cfg.Redis.WaitReplicas,
+		WaitTimeout:       cfg.Redis.WaitTimeout.Duration,
 		AutoCreateTopics:  cfg.Kafka.AutoCreateTopics,
 		DefaultPartitions: cfg.Kafka.DefaultPartitions,
 		TopicDefaults:     cfg.topicDefaults,

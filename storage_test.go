@@ -322,12 +322,14 @@ func TestReadmeStorageTable(t *testing.T) {
 	want := map[string]string{} // pattern -> Redis type
 	for _, k := range rkeys.Layout() {
 		want[k.Pattern] = k.Type
-		typ, ok := rows[k.Pattern]
+		row, ok := rows[k.Pattern]
 		switch {
 		case !ok:
 			t.Errorf("README's storage table lacks %s (%s: %s)", k.Pattern, k.Type, k.Holds)
-		case typ != k.Type:
-			t.Errorf("README says %s is a %s; package keys says %s", k.Pattern, typ, k.Type)
+		case row.typ != k.Type:
+			t.Errorf("README says %s is a %s; package keys says %s", k.Pattern, row.typ, k.Type)
+		case row.cluster != k.Cluster:
+			t.Errorf("README says %s is %s on a Redis Cluster; package keys says %s", k.Pattern, row.cluster, k.Cluster)
 		}
 	}
 	for pattern := range rows {
@@ -337,16 +339,20 @@ func TestReadmeStorageTable(t *testing.T) {
 	}
 }
 
+// storageRow is a row of the README's storage table.
+type storageRow struct{ typ, cluster string }
+
 // readmeStorageRows returns the rows of the table under "## How data is
-// stored": key pattern (the first cell, in backticks) -> Redis type.
-func readmeStorageRows(t *testing.T) map[string]string {
+// stored": key pattern (the first cell, in backticks) -> Redis type and
+// the key on a Redis Cluster (the third cell, in backticks).
+func readmeStorageRows(t *testing.T) map[string]storageRow {
 	t.Helper()
 	f, err := os.Open("README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	rows := map[string]string{}
+	rows := map[string]storageRow{}
 	in, inTable := false, false
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
@@ -365,8 +371,8 @@ func readmeStorageRows(t *testing.T) map[string]string {
 			continue
 		}
 		inTable = true
-		cells := strings.SplitN(line, "|", 4)
-		if len(cells) < 4 {
+		cells := strings.SplitN(line, "|", 5)
+		if len(cells) < 5 {
 			t.Fatalf("README storage table: bad row %q", line)
 		}
 		key, typ := strings.TrimSpace(cells[1]), strings.TrimSpace(cells[2])
@@ -381,7 +387,7 @@ func readmeStorageRows(t *testing.T) map[string]string {
 		if _, dup := rows[pattern]; dup {
 			t.Errorf("README storage table lists %s twice", pattern)
 		}
-		rows[pattern] = typ
+		rows[pattern] = storageRow{typ: typ, cluster: strings.Trim(strings.TrimSpace(cells[3]), "`")}
 	}
 	if err := sc.Err(); err != nil {
 		t.Fatal(err)

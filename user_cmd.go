@@ -98,7 +98,7 @@ func userCommand(sub string, names []string, mechs []auth.Mechanism, iterations 
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	rc, err := resp.New(cfg.Redis.URL, resp.Options{PoolSize: 1, Timeout: cfg.Redis.Timeout.Duration})
+	rc, err := resp.New(cfg.Redis.URL, cfg.redisOptions(1, nil))
 	if err != nil {
 		return fmt.Errorf("redis: %w", err)
 	}

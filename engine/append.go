@@ -21,6 +21,9 @@ type Pending struct {
 	logAppendTime int64
 	err           error
 	done          chan struct{}
+	// allReplicas: acks=all; acknowledged once WaitReplicas replicas
+	// have the round.
+	allReplicas bool
 }
 
 // Producer identifies an idempotent producer's batch. ID < 0: none.
@@ -59,10 +62,19 @@ func (p *Partition) Append(recs []record.Record) *Pending {
 // compression the batch arrived with (Kafka's attribute bits: 0 none, 1
 // gzip, 2 snappy, 3 lz4, 4 zstd), which fetches then use again.
 func (p *Partition) AppendBatch(prod Producer, codec int8, recs []record.Record) *Pending {
+	return p.AppendBatchAcks(prod, codec, recs, false)
+}
+
+// AppendBatchAcks is AppendBatch for a producer that asked for acks=all
+// when allReplicas is true: with Options.WaitReplicas set, the append is
+// acknowledged once that many Redis replicas have it (WAIT), and fails
+// with ErrNotEnoughReplicas, written all the same, when they do not
+// confirm within Options.WaitTimeout.
+func (p *Partition) AppendBatchAcks(prod Producer, codec int8, recs []record.Record, allReplicas bool) *Pending {
 	if codec < 0 || codec > entry.MaxCodec {
 		codec = 0
 	}
-	pd := &Pending{recs: recs, prod: prod, codec: codec, done: make(chan struct{}), logAppendTime: -1}
+	pd := &Pending{recs: recs, prod: prod, codec: codec, done: make(chan struct{}), logAppendTime: -1, allReplicas: allReplicas}
 	for i := range recs {
 		pd.size += int64(entry.EncodedSize(&recs[i]))
 	}

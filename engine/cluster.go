@@ -551,7 +551,9 @@ func isNoScript(err error) bool {
 
 // load sends the script's source to Redis.
 func (s *script) load(ctx context.Context, rc *resp.Client) error {
-	if _, err := rc.Do(ctx, "SCRIPT", "LOAD", s.src); err != nil {
+	// On a Redis Cluster, into every master's cache: the keys a script
+	// runs on may live on any of them.
+	if err := rc.ScriptLoad(ctx, s.src); err != nil {
 		return fmt.Errorf("load script: %w", err)
 	}
 	return nil

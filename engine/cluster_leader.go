@@ -288,9 +288,9 @@ func (e *Engine) leaseKeyPrefix() string {
 // claim runs the claim script on each partition, pipelined, and returns
 // the ones this broker won with their new epochs.
 func (e *Engine) claim(ctx context.Context, parts []*Partition, token string) (won []*Partition, epochs []int32, err error) {
-	args := make([][]any, len(parts))
-	for i, p := range parts {
-		args[i] = []any{p.metaKey, e.k.Topics(), e.k.Events(), e.opts.NodeID, e.leaseKeyPrefix(), p.t.name, p.id, "claim", e.opts.NodeID, 0, events.MaxLen, token}
+	args := make([]moveArgs, len(parts))
+	for i := range parts {
+		args[i] = moveArgs{claim: true, target: e.opts.NodeID, token: token}
 	}
 	err = e.runMoves(ctx, parts, args, func(p *Partition, ok bool, leader, epoch int32) {
 		if ok && leader == e.opts.NodeID {
@@ -301,13 +301,32 @@ func (e *Engine) claim(ctx context.Context, parts []*Partition, token string) (w
 	return won, epochs, err
 }
 
-// runMoves sends moveScript once per partition (3 keys, then ARGV as in
-// args[i][3:]) in one pipeline and reports each result. NOSCRIPT: the
-// script is loaded and the whole pipeline sent again (none of it ran).
-func (e *Engine) runMoves(ctx context.Context, parts []*Partition, args [][]any, done func(p *Partition, ok bool, leader, epoch int32)) error {
+// moveArgs is one claim or transfer: a claim makes target (this broker,
+// holding lease token) the leader; a transfer moves a partition this
+// broker leads at epoch to target.
+type moveArgs struct {
+	claim  bool
+	target int32
+	epoch  int32
+	token  string
+}
+
+// runMoves sends moveScript once per partition in one pipeline and
+// reports each result. NOSCRIPT: the script is loaded and the whole
+// pipeline sent again (none of it ran).
+func (e *Engine) runMoves(ctx context.Context, parts []*Partition, args []moveArgs, done func(p *Partition, ok bool, leader, epoch int32)) error {
+	if e.k.IsCluster() {
+		return e.runMovesSharded(ctx, parts, args, done)
+	}
 	var pl resp.Pipeline
-	for _, a := range args {
-		pl.Cmd(append([]any{"EVALSHA", moveScript.sha, 3}, a...)...)
+	for i, a := range args {
+		p := parts[i]
+		mode := "transfer"
+		if a.claim {
+			mode = "claim"
+		}
+		pl.Cmd("EVALSHA", moveScript.sha, 3, p.metaKey, e.k.Topics(), e.k.Events(),
+			e.opts.NodeID, e.leaseKeyPrefix(), p.t.name, p.id, mode, a.target, a.epoch, events.MaxLen, a.token)
 	}
 	for attempt := 0; ; attempt++ {
 		rs, err := e.rc.Exec(ctx, &pl)
@@ -411,10 +430,10 @@ func (e *Engine) transfer(ctx context.Context, moves []move) {
 		time.Sleep(2 * time.Millisecond)
 	}
 	parts := make([]*Partition, len(ms))
-	args := make([][]any, len(ms))
+	args := make([]moveArgs, len(ms))
 	for i, m := range ms {
 		parts[i] = m.p
-		args[i] = []any{m.p.metaKey, e.k.Topics(), e.k.Events(), e.opts.NodeID, e.leaseKeyPrefix(), m.p.t.name, m.p.id, "transfer", m.to, m.epoch, events.MaxLen, ""}
+		args[i] = moveArgs{target: m.to, epoch: m.epoch}
 	}
 	moved := map[*Partition]bool{}
 	err := e.runMoves(ctx, parts, args, func(p *Partition, ok bool, leader, epoch int32) {

@@ -30,6 +30,12 @@ type Options struct {
 	AutoCreateTopics  bool              // create unknown topics on Metadata/Produce
 	DefaultPartitions int32             // partitions of auto-created topics; default 1
 	TopicDefaults     map[string]string // broker-level defaults for topic configs
+	// WaitReplicas is how many Redis replicas must have an append before
+	// an append made with AppendBatchAcks(..., true) (acks=all) is
+	// acknowledged; 0 does not wait. WaitTimeout bounds the wait
+	// (default 1s).
+	WaitReplicas int
+	WaitTimeout  time.Duration
 	// MaxAppendBytes caps the records one Redis transaction carries, so that
 	// one huge group commit cannot stall Redis for long. Default 4 MiB.
 	MaxAppendBytes int
@@ -127,6 +133,9 @@ func Open(ctx context.Context, rc *resp.Client, opts Options) (*Engine, error) {
 	if opts.Keyspace == "" {
 		opts.Keyspace = keys.Default
 	}
+	if opts.WaitTimeout <= 0 {
+		opts.WaitTimeout = time.Second
+	}
 	if opts.DefaultPartitions <= 0 {
 		opts.DefaultPartitions = 1
 	}
@@ -154,7 +163,7 @@ func Open(ctx context.Context, rc *resp.Client, opts Options) (*Engine, error) {
 	e := &Engine{
 		rc:     rc,
 		opts:   opts,
-		k:      keys.Space(opts.Keyspace),
+		k:      keys.New(opts.Keyspace, rc.IsCluster()),
 		log:    opts.Logger,
 		topics: make(map[string]*Topic),
 		byID:   make(map[[16]byte]*Topic),

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/korvet/korvet/engine/record"
 	"github.com/korvet/korvet/internal/testbed"
 	"github.com/korvet/korvet/internal/testbed/enginetest"
+	"github.com/korvet/korvet/resp"
 )
 
 func recs(n int, ts int64, tag string) []record.Record {
@@ -211,5 +213,74 @@ func TestOffsetForTime(t *testing.T) {
 	}
 	if off, ts, _ := p.MaxTimestamp(ctx); off != 7 || ts != 400 {
 		t.Errorf("max timestamp: offset %d ts %d", off, ts)
+	}
+}
+
+// TestAppendAfterRedisLostWrites simulates a failover to a replica that
+// lacked the last append (redis.wait_replicas = 0): the stream and the
+// counter in Redis are behind the leader's. The next append must not
+// leave a gap or write past what Redis holds: it fails (retriable), the
+// partition reloads, and appends carry on from Redis's counter.
+func TestAppendAfterRedisLostWrites(t *testing.T) {
+	r := testbed.StartRedis(t)
+	e, rc := enginetest.Open(t, r, engine.Options{})
+	ctx := context.Background()
+	tp, err := e.CreateTopic(ctx, "lost", 1, map[string]string{"retention.ms": "-1"}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := tp.Partition(0)
+	if _, _, err := p.Append(recs(5, time.Now().UnixMilli(), "kept")).Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := p.Append(recs(3, time.Now().UnixMilli(), "lost")).Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// What a replica promoted between the two appends holds.
+	var pl resp.Pipeline
+	for off := 5; off < 8; off++ {
+		pl.Cmd("XDEL", "korvet:storage:local:lost:0:0", strconv.Itoa(off)+"-1")
+	}
+	pl.Cmd("XDEL", "korvet:meta:batches:lost:0", "7-1")
+	pl.Cmd("HSET", "korvet:meta:partition:lost:0", "next", 5)
+	// A replica that never had them has never seen their IDs either.
+	pl.Cmd("XSETID", "korvet:storage:local:lost:0:0", "4-1")
+	pl.Cmd("XSETID", "korvet:meta:batches:lost:0", "4-1")
+	rs, err := rc.Exec(ctx, &pl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range rs.Len() {
+		if i >= 5 {
+			if err := rs.At(i).Err(); err != nil {
+				t.Fatalf("simulating the loss, XSETID: %v", err)
+			}
+			continue
+		}
+		if n, err := rs.At(i).Int(); err != nil || (i < 4 && n != 1) {
+			t.Fatalf("simulating the loss, command %d: %d %v", i, n, err)
+		}
+	}
+	rs.Release()
+
+	_, _, err = p.Append(recs(1, time.Now().UnixMilli(), "first")).Wait(ctx)
+	if !errors.Is(err, engine.ErrStorageUnavailable) {
+		t.Fatalf("append over lost writes: %v, want ErrStorageUnavailable (retriable)", err)
+	}
+	base, _, err := p.Append(recs(2, time.Now().UnixMilli(), "after")).Wait(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if base != 5 {
+		t.Fatalf("append after the reload at offset %d, want 5 (Redis's counter)", base)
+	}
+	got := readAll(t, p)
+	if len(got) != 7 {
+		t.Fatalf("log holds %d records, want 7", len(got))
+	}
+	for i, rec := range got {
+		if rec.Offset != int64(i) {
+			t.Fatalf("record %d has offset %d: the log has a gap", i, rec.Offset)
+		}
 	}
 }

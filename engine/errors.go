@@ -15,8 +15,11 @@ var (
 	ErrMessageTooLarge    = errors.New("record batch larger than max.message.bytes")
 	ErrOffsetOutOfRange   = errors.New("offset out of range")
 	ErrStorageUnavailable = errors.New("redis unavailable")
-	ErrInvalidRecord      = errors.New("invalid record")
-	ErrTopicDeleted       = errors.New("topic is being deleted")
+	// ErrNotEnoughReplicas: an acks=all append is written, but fewer
+	// Redis replicas than redis.wait_replicas confirmed it in time.
+	ErrNotEnoughReplicas = errors.New("written, but not yet on enough Redis replicas")
+	ErrInvalidRecord     = errors.New("invalid record")
+	ErrTopicDeleted      = errors.New("topic is being deleted")
 	// ErrPolicyViolation is a request the broker's limits refuse (Kafka's
 	// POLICY_VIOLATION), such as more partitions than allowed.
 	ErrPolicyViolation = errors.New("refused by broker policy")

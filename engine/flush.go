@@ -45,6 +45,8 @@ func (p *Partition) flushLoop() {
 // flushRound is the work of one round of the flush loop.
 type flushRound struct {
 	epoch    int32      // the leader epoch the round writes under
+	replicas int        // Options.WaitReplicas
+	wait     bool       // an acks=all append is in the round: WAIT for replicas
 	take     []*Pending // appends taken from the queue
 	st       flushState
 	saved    bool // the segment registry exists in Redis
@@ -139,6 +141,7 @@ func (p *Partition) takeLocked(trim bool) flushRound {
 	}
 	fl.saved = p.segsSaved
 	fl.epoch = p.leadEpoch
+	fl.replicas = p.t.e.opts.WaitReplicas
 	p.roll = false
 	return fl
 }
@@ -148,6 +151,12 @@ func (p *Partition) takeLocked(trim bool) flushRound {
 func (fl *flushRound) plan(settings topicSettings, now time.Time) {
 	fl.st.planSegments(settings, now, len(fl.take) > 0, fl.saved)
 	fl.committed, fl.changed = fl.st.assign(fl.take, settings, now)
+	fl.wait = false
+	if fl.replicas > 0 {
+		for _, op := range fl.take {
+			fl.wait = fl.wait || op.allReplicas
+		}
+	}
 }
 
 // txBuffers are the flush loop's buffers, reused round after round.
@@ -192,6 +201,11 @@ func (tx *txBuffers) write(p *Partition, fl *flushRound) {
 	pl.Cmd("MULTI")
 	tx.writeCmds(p, fl, pl)
 	pl.Cmd("EXEC")
+	if fl.wait {
+		// On the connection that ran the EXEC: WAIT counts the replicas
+		// that have everything this connection wrote.
+		pl.Cmd("WAIT", fl.replicas, p.t.e.opts.WaitTimeout.Milliseconds())
+	}
 }
 
 func (tx *txBuffers) writeCmds(p *Partition, fl *flushRound, c roundWriter) {
@@ -209,7 +223,10 @@ func (tx *txBuffers) writeCmds(p *Partition, fl *flushRound, c roundWriter) {
 			tx.enc.Append(c)
 		}
 	}
-	if st.next > st.base || len(fl.changed) > 0 {
+	// A round that waits for replicas always writes, so that its WAIT
+	// also covers a retried batch written by an earlier round: replicas
+	// apply the replication stream in order.
+	if st.next > st.base || len(fl.changed) > 0 || fl.wait {
 		args := []any{"HSET", p.metaKey, "next", st.next, "bytes", st.bytes, "maxts", st.maxTs, "smin", st.segMin, "smax", st.segMax}
 		for _, pid := range fl.changed {
 			args = append(args, producerField(pid), st.producers[pid].encode())
@@ -250,7 +267,12 @@ func (tx *txBuffers) writeCmds(p *Partition, fl *flushRound, c roundWriter) {
 // before the next round.
 func (p *Partition) commitRound(ctx context.Context, tx *txBuffers, fl *flushRound) error {
 	st := &fl.st
-	err := p.commit(ctx, &tx.check, &tx.pl, fl.epoch)
+	err := p.commit(ctx, &tx.check, &tx.pl, fl)
+	var short error
+	if errors.Is(err, ErrNotEnoughReplicas) {
+		// Written; only the acks=all appends hear of the missing replicas.
+		short, err = err, nil
+	}
 	if err != nil && resp.IsConnError(err) {
 		// The transaction may or may not have run: the counter written
 		// with it tells.
@@ -260,6 +282,13 @@ func (p *Partition) commitRound(ctx context.Context, tx *txBuffers, fl *flushRou
 			p.mu.Unlock()
 			if applied {
 				err = nil
+			}
+		}
+	}
+	if short != nil {
+		for _, op := range fl.take {
+			if op.allReplicas && op.err == nil {
+				op.err = short
 			}
 		}
 	}
@@ -395,9 +424,40 @@ func (st *flushState) assign(take []*Pending, settings topicSettings, now time.T
 }
 
 // commit runs the round fenced (see txBuffers) and checks every reply.
-func (p *Partition) commit(ctx context.Context, check, pl *resp.Pipeline, epoch int32) error {
+// On a Redis Cluster, a slot that moves or fails over answers MOVED, ASK,
+// TRYAGAIN or CLUSTERDOWN instead: none of the round ran, and it is sent
+// again on a new connection, which follows the refreshed slot map, for
+// up to commitRedirectBudget.
+func (p *Partition) commit(ctx context.Context, check, pl *resp.Pipeline, fl *flushRound) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
+	give := time.Now().Add(commitRedirectBudget)
+	backoff := 5 * time.Millisecond
+	for {
+		err := p.commitOnce(ctx, check, pl, fl)
+		if err == nil || !resp.IsRedirect(err) || time.Now().After(give) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 200*time.Millisecond)
+	}
+}
+
+// commitRedirectBudget bounds how long an append round keeps following a
+// cluster's redirects before it fails with a retriable error.
+const commitRedirectBudget = 3 * time.Second
+
+// errBehind: Redis's partition counter is not where this leader left it.
+// With one writer per epoch that means Redis lost acknowledged writes:
+// a master failed over to a replica that did not have them (see
+// redis.wait_replicas). The partition reloads from Redis.
+var errBehind = errors.New("the partition in Redis is not where this broker left it (a Redis failover lost writes?)")
+
+func (p *Partition) commitOnce(ctx context.Context, check, pl *resp.Pipeline, fl *flushRound) error {
 	cn, err := p.t.e.rc.Conn(ctx)
 	if err != nil {
 		return fmt.Errorf("append to %s: %w", p.metaKey, err)
@@ -412,17 +472,31 @@ func (p *Partition) commit(ctx context.Context, check, pl *resp.Pipeline, epoch 
 	}()
 	check.Reset()
 	check.Cmd("WATCH", p.metaKey)
-	check.Cmd("HMGET", p.metaKey, "leader", "leader_epoch")
+	check.Cmd("HMGET", p.metaKey, "leader", "leader_epoch", "next")
 	rs, err := cn.Exec(ctx, check)
 	if err != nil {
 		return fmt.Errorf("append to %s: %w", p.metaKey, err)
 	}
+	for i := range 2 {
+		if err := rs.At(i).Err(); err != nil {
+			rs.Release()
+			return fmt.Errorf("append to %s: check: %w", p.metaKey, err)
+		}
+	}
 	var f []resp.Reply
 	f = rs.At(1).Elems(f)
-	ok := len(f) == 2 && string(f[0].Bytes()) == strconv.Itoa(int(p.t.e.opts.NodeID)) && string(f[1].Bytes()) == strconv.Itoa(int(epoch))
+	ok := len(f) == 3 && string(f[0].Bytes()) == strconv.Itoa(int(p.t.e.opts.NodeID)) && string(f[1].Bytes()) == strconv.Itoa(int(fl.epoch))
+	var next int64
+	if ok && !f[2].IsNil() {
+		next, err = strconv.ParseInt(string(f[2].Bytes()), 10, 64)
+		ok = err == nil
+	}
 	rs.Release()
 	if !ok {
 		return fmt.Errorf("%w (check)", errFenced)
+	}
+	if next != fl.st.base {
+		return fmt.Errorf("append to %s: %w: next is %d in Redis, %d here", p.metaKey, errBehind, next, fl.st.base)
 	}
 	rs, err = cn.Exec(ctx, pl)
 	if err != nil {
@@ -430,11 +504,16 @@ func (p *Partition) commit(ctx context.Context, check, pl *resp.Pipeline, epoch 
 	}
 	defer rs.Release()
 	clean = true
-	// Queued commands answer QUEUED; a queuing error (OOM, syntax) aborts
-	// the whole transaction with EXECABORT, which is what we want.
-	ex := rs.At(rs.Len() - 1)
+	last := rs.Len() - 1
+	if fl.wait {
+		last-- // the WAIT after the EXEC
+	}
+	// Queued commands answer QUEUED; a queuing error (OOM, syntax, or a
+	// cluster redirect) aborts the whole transaction with EXECABORT,
+	// which is what we want.
+	ex := rs.At(last)
 	if err := ex.Err(); err != nil {
-		for i := 1; i < rs.Len()-1; i++ {
+		for i := 1; i < last; i++ {
 			if qerr := rs.At(i).Err(); qerr != nil {
 				return fmt.Errorf("append: %w", qerr)
 			}
@@ -457,6 +536,15 @@ func (p *Partition) commit(ctx context.Context, check, pl *resp.Pipeline, epoch 
 		// back. With correct counters this cannot happen; if it does, the
 		// partition resyncs from Redis before the next append.
 		return fmt.Errorf("append: command failed inside transaction: %w", failed)
+	}
+	if fl.wait {
+		n, err := rs.At(last + 1).Int()
+		if err != nil {
+			return fmt.Errorf("%w: WAIT: %v", ErrNotEnoughReplicas, err)
+		}
+		if n < int64(fl.replicas) {
+			return fmt.Errorf("%w: %d of %d replicas within %v", ErrNotEnoughReplicas, n, fl.replicas, p.t.e.opts.WaitTimeout)
+		}
 	}
 	return nil
 }

@@ -76,6 +76,9 @@ func (kv *kvIndex) tailLoop() {
 			continue
 		}
 		err := func() error {
+			if kv.e.k.IsCluster() {
+				return kv.pollSharded(ctx, parts)
+			}
 			if cn == nil {
 				c, err := kv.e.rc.Conn(ctx)
 				if err != nil {
@@ -174,6 +177,47 @@ func (kv *kvIndex) tailOnce(ctx context.Context, cn *resp.Conn, parts []*Partiti
 		}
 	}
 	return moved, nil
+}
+
+// tailPoll is how often the tail looks for appends on a Redis Cluster.
+const tailPoll = 50 * time.Millisecond
+
+// pollSharded is the tail on a Redis Cluster, where one XREAD cannot
+// wait on streams in different slots: one non-blocking single-stream
+// XREAD per partition, pipelined (the client sends each shard its part),
+// then a short pause when nothing moved.
+func (kv *kvIndex) pollSharded(ctx context.Context, parts []*Partition) error {
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	var pl resp.Pipeline
+	for _, p := range parts {
+		pl.Cmd("XREAD", "COUNT", 1, "STREAMS", p.batchesKey, afterID(p.HighWatermark()))
+	}
+	rs, err := kv.e.rc.Exec(rctx, &pl)
+	if err != nil {
+		return fmt.Errorf("read summary streams: %w", err)
+	}
+	var moved []*Partition
+	for i, p := range parts {
+		r := rs.At(i)
+		if err := r.Err(); err != nil {
+			rs.Release()
+			return fmt.Errorf("read summary stream of %s/%d: %w", p.t.name, p.id, err)
+		}
+		if !r.IsNil() && !r.IsNilArray() && r.Len() > 0 {
+			moved = append(moved, p)
+		}
+	}
+	rs.Release()
+	if len(moved) > 0 {
+		return kv.refreshFollowed(ctx, moved)
+	}
+	select {
+	case <-ctx.Done():
+	case <-kv.tailWake:
+	case <-time.After(tailPoll):
+	}
+	return nil
 }
 
 // refreshFollowed rereads the view of partitions another broker appended

@@ -49,6 +49,10 @@ func errorCode(err error) int16 {
 		// Retriable: the client refreshes its metadata and goes to the
 		// new leader.
 		return kerr.NotLeaderForPartition.Code
+	case errors.Is(err, engine.ErrNotEnoughReplicas):
+		// Retriable: the records are in the log; an idempotent retry
+		// answers their offsets once the replicas have caught up.
+		return kerr.NotEnoughReplicasAfterAppend.Code
 	case errors.Is(err, engine.ErrStorageUnavailable), errors.Is(err, context.DeadlineExceeded), errors.Is(err, engine.ErrClosed):
 		// Retriable: clients back off and try again.
 		return kerr.KafkaStorageError.Code

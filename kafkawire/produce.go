@@ -127,7 +127,7 @@ func handleProduce(ctx context.Context, c *conn, kreq kmsg.Request) func() kmsg.
 			}
 			left -= dec.Decompressed()
 			c.decoded += int64(dec.Decompressed())
-			waits = append(waits, produceWait{rp: rp, p: p, pend: p.AppendBatch(prod, codecOf(dec.batches), recs), dec: dec})
+			waits = append(waits, produceWait{rp: rp, p: p, pend: p.AppendBatchAcks(prod, codecOf(dec.batches), recs, req.Acks == -1), dec: dec})
 		}
 	}
 	return func() kmsg.Response {

@@ -10,6 +10,7 @@ package resp
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -47,6 +48,11 @@ type Options struct {
 	// slot (cluster.go). PoolSize is then per node.
 	Cluster bool
 	Seeds   []string // more nodes to learn the cluster from, host:port
+
+	// TLS configures rediss:// connections: a CA pool (RootCAs), a client
+	// certificate, or InsecureSkipVerify, chosen by the caller. Nil means
+	// the system roots. ServerName defaults to the host dialled.
+	TLS *tls.Config
 }
 
 // Client is a pool of Redis connections, safe for concurrent use.
@@ -124,6 +130,13 @@ func NewFromConfig(cfg Config, opts Options) (*Client, error) {
 	c.log = c.log.With("redis", cfg.Addr)
 	c.pipes.New = func() any { return new(Pipeline) }
 	c.replies.New = func() any { return &Replies{pool: &c.replies} }
+	if opts.Cluster {
+		cl, err := newCluster(c)
+		if err != nil {
+			return nil, err
+		}
+		c.cl = cl
+	}
 	return c, nil
 }
 
@@ -146,6 +159,11 @@ func (c *Client) Close() error {
 	var errs []error
 	for _, cn := range idle {
 		if err := cn.nc.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if c.cl != nil {
+		if err := c.cl.close(); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -209,6 +227,12 @@ func (c *Client) Exec(ctx context.Context, p *Pipeline) (*Replies, error) {
 	if p.n == 0 {
 		return c.getReplies(), nil
 	}
+	if c.cl != nil {
+		if c.isClosed() {
+			return nil, ErrClosed
+		}
+		return c.cl.exec(ctx, p)
+	}
 	cn, err := c.get(ctx)
 	if err != nil {
 		return nil, err
@@ -216,6 +240,12 @@ func (c *Client) Exec(ctx context.Context, p *Pipeline) (*Replies, error) {
 	rs, err := c.exec(ctx, cn, p)
 	c.put(cn)
 	return rs, err
+}
+
+func (c *Client) isClosed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed
 }
 
 func (c *Client) getReplies() *Replies {
@@ -448,6 +478,14 @@ func (c *Client) dial(ctx context.Context) (*conn, error) {
 	if err != nil {
 		return nil, &ConnError{Op: "dial", Addr: c.cfg.Addr, Err: err}
 	}
+	if c.cfg.TLS {
+		tc := tls.Client(nc, c.tlsConfig())
+		if err := tc.HandshakeContext(dctx); err != nil {
+			_ = nc.Close()
+			return nil, &ConnError{Op: "tls handshake", Addr: c.cfg.Addr, Err: err}
+		}
+		nc = tc
+	}
 	cn := &conn{nc: nc}
 	cn.stop = func() { _ = nc.SetDeadline(pastTime) }
 	if err := c.handshake(dctx, cn); err != nil {
@@ -455,6 +493,22 @@ func (c *Client) dial(ctx context.Context) (*conn, error) {
 		return nil, err
 	}
 	return cn, nil
+}
+
+// tlsConfig is Options.TLS (or a default) naming the host dialled.
+func (c *Client) tlsConfig() *tls.Config {
+	var tc *tls.Config
+	if c.opts.TLS != nil {
+		tc = c.opts.TLS.Clone()
+	} else {
+		tc = &tls.Config{MinVersion: tls.VersionTLS12}
+	}
+	if tc.ServerName == "" {
+		if host, _, err := net.SplitHostPort(c.cfg.Addr); err == nil {
+			tc.ServerName = host
+		}
+	}
+	return tc
 }
 
 func (c *Client) handshake(ctx context.Context, cn *conn) error {
@@ -506,14 +560,29 @@ func (c *Client) handshake(ctx context.Context, cn *conn) error {
 // Conn is one connection taken out of the pool, for command sequences
 // that need the same connection (WATCH ... MULTI ... EXEC). Not safe for
 // concurrent use. Close returns it to the pool.
+//
+// On a Redis Cluster a Conn binds to the master of the first key it is
+// given (its first call); a later command whose key another node serves
+// fails without being sent, with an error that IsRedirect reports, and
+// MOVED/ASK/TRYAGAIN replies are returned as replies: the caller takes a
+// new Conn.
 type Conn struct {
-	c    *Client
+	c    *Client // for a cluster Conn: the node's pool once bound
 	cn   *conn
 	used bool
+
+	cl      *cluster // set for a cluster Conn
+	unbound bool     // a cluster Conn before its first call
 }
 
 // Conn takes a connection out of the pool until Conn.Close.
 func (c *Client) Conn(ctx context.Context) (*Conn, error) {
+	if c.cl != nil {
+		if c.isClosed() {
+			return nil, ErrClosed
+		}
+		return &Conn{c: c, cl: c.cl, unbound: true}, nil
+	}
 	cn, err := c.get(ctx)
 	if err != nil {
 		return nil, err
@@ -536,22 +605,45 @@ func (pc *Conn) usable() error {
 
 // Exec is Client.Exec on this connection.
 func (pc *Conn) Exec(ctx context.Context, p *Pipeline) (*Replies, error) {
-	if err := pc.usable(); err != nil {
+	if err := pc.prepare(ctx, p); err != nil {
 		return nil, err
 	}
 	pc.used = true
-	return pc.c.exec(ctx, pc.cn, p)
+	rs, err := pc.c.exec(ctx, pc.cn, p)
+	if err == nil && pc.cl != nil {
+		pc.cl.noteRedirects(rs, pc.c.cfg.Addr)
+	}
+	return rs, err
+}
+
+// prepare checks the Conn can run p: a cluster Conn binds to its node on
+// its first call, and refuses keys of other nodes afterwards.
+func (pc *Conn) prepare(ctx context.Context, p *Pipeline) error {
+	if pc.unbound {
+		n, err := pc.cl.bindConn(ctx, p)
+		if err != nil {
+			return err
+		}
+		cn, err := n.get(ctx)
+		if err != nil {
+			return err
+		}
+		pc.c, pc.cn, pc.unbound = n, cn, false
+	}
+	if err := pc.usable(); err != nil {
+		return err
+	}
+	if pc.cl != nil {
+		return pc.cl.checkConn(ctx, pc.c, p)
+	}
+	return nil
 }
 
 // Do is Client.Do on this connection.
 func (pc *Conn) Do(ctx context.Context, args ...any) (Reply, error) {
-	if err := pc.usable(); err != nil {
-		return Reply{}, err
-	}
 	p := pc.c.pipes.Get().(*Pipeline)
 	p.Cmd(args...)
-	pc.used = true
-	rs, err := pc.c.exec(ctx, pc.cn, p)
+	rs, err := pc.Exec(ctx, p)
 	pc.c.putPipeline(p)
 	return single(rs, err)
 }
@@ -560,6 +652,7 @@ func (pc *Conn) Do(ctx context.Context, args ...any) (Reply, error) {
 // last command was an EXEC (which ends its MULTI and its WATCHes), so that
 // Close's clean-up round trip is not needed.
 func (pc *Conn) Release() {
+	pc.unbound = false
 	cn := pc.cn
 	if cn == nil {
 		return
@@ -572,6 +665,7 @@ func (pc *Conn) Release() {
 // cleared of any open MULTI and WATCHed keys, which would otherwise leak
 // into its next user's transactions.
 func (pc *Conn) Close() error {
+	pc.unbound = false
 	cn := pc.cn
 	if cn == nil {
 		return nil

@@ -13,18 +13,29 @@ const SlotCount = 16384
 // Slot returns the Redis Cluster hash slot of key: CRC16 (XMODEM) of the
 // key, or of its hash tag (the text between the first '{' and the next
 // '}', when not empty), modulo 16384.
-func Slot(key string) int {
-	if i := strings.IndexByte(key, '{'); i >= 0 {
-		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
-			key = key[i+1 : i+1+j]
+func Slot(key string) int { return slotOf(key) }
+
+func slotOf[T string | []byte](key T) int {
+	if i := indexByte(key, '{', 0); i >= 0 {
+		if j := indexByte(key, '}', i+1); j > i+1 {
+			key = key[i+1 : j]
 		}
 	}
 	return int(crc16(key) % SlotCount)
 }
 
+func indexByte[T string | []byte](s T, c byte, from int) int {
+	for i := from; i < len(s); i++ {
+		if s[i] == c {
+			return i
+		}
+	}
+	return -1
+}
+
 // crc16 is CRC-16/XMODEM (polynomial 0x1021, initial 0), the checksum
 // Redis Cluster hashes keys with.
-func crc16(s string) uint16 {
+func crc16[T string | []byte](s T) uint16 {
 	var crc uint16
 	for i := 0; i < len(s); i++ {
 		crc ^= uint16(s[i]) << 8
@@ -60,7 +71,7 @@ type Node struct {
 	ID     string // cluster node id; empty for a standalone Redis
 	Addr   string // host:port (or socket path) korvet dials
 	Role   string // "master" or "replica"
-	Health string // "online", "failed", "loading" (CLUSTER SHARDS), or "" when unknown
+	Health string // "online", "fail" ("failed" in some versions), "loading" (CLUSTER SHARDS), or "" when unknown
 }
 
 // Shard is a master with its replicas and the slots it serves. A

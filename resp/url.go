@@ -16,10 +16,12 @@ type Config struct {
 	Username string // ACL user; empty means the default user
 	Password string
 	DB       int
+	TLS      bool // rediss://: TLS, verified against Options.TLS or the system roots
 }
 
 // ParseURL parses redis://[user:pass@]host[:port][/db] (port defaults to
-// 6379, db to 0) and unix://[user:pass@]/path/to/redis.sock[?db=N].
+// 6379, db to 0), rediss://... (the same over TLS) and
+// unix://[user:pass@]/path/to/redis.sock[?db=N].
 // Errors never echo the URL, since it may carry a password.
 func ParseURL(raw string) (Config, error) {
 	cfg, err := parseURL(raw)
@@ -57,9 +59,10 @@ func parseURL(raw string) (Config, error) {
 	}
 	q := u.Query()
 	switch u.Scheme {
-	case "redis":
+	case "redis", "rediss":
+		cfg.TLS = u.Scheme == "rediss"
 		if u.Opaque != "" {
-			return Config{}, errors.New("want redis://host:port/db")
+			return Config{}, fmt.Errorf("want %s://host:port/db", u.Scheme)
 		}
 		if len(q) > 0 {
 			return Config{}, fmt.Errorf("unknown query parameters %q (redis:// takes the db from the path)", u.RawQuery)
@@ -106,10 +109,8 @@ func parseURL(raw string) (Config, error) {
 		}
 		cfg.Network = "unix"
 		cfg.Addr = u.Path
-	case "rediss":
-		return Config{}, errors.New("TLS (rediss://) is not supported")
 	default:
-		return Config{}, fmt.Errorf("unsupported scheme %q; want redis:// or unix://", u.Scheme)
+		return Config{}, fmt.Errorf("unsupported scheme %q; want redis://, rediss:// or unix://", u.Scheme)
 	}
 	return cfg, nil
 }

@@ -57,7 +57,7 @@ func Open(ctx context.Context, rc *resp.Client, opts Options) (*Store, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	s := &Store{rc: rc, k: keys.Space(opts.Keyspace), log: opts.Logger, bus: opts.Events}
+	s := &Store{rc: rc, k: keys.New(opts.Keyspace, rc.IsCluster()), log: opts.Logger, bus: opts.Events}
 	if err := s.loadDecoySeed(ctx); err != nil {
 		return nil, err
 	}

@@ -105,7 +105,7 @@ func Open(ctx context.Context, rc *resp.Client, opts Options) (*Coordinator, err
 		opts.Logger = slog.Default()
 	}
 	opts.Consumer.setDefaults()
-	c := &Coordinator{rc: rc, opts: opts, k: keys.Space(opts.Keyspace), log: opts.Logger, groups: make(map[string]*group)}
+	c := &Coordinator{rc: rc, opts: opts, k: keys.New(opts.Keyspace, rc.IsCluster()), log: opts.Logger, groups: make(map[string]*group)}
 	r, err := rc.Do(ctx, "HGETALL", c.k.Groups())
 	if err != nil {
 		return nil, fmt.Errorf("load groups from %s: %w", c.k.Groups(), err)

@@ -5,6 +5,14 @@
 // keeps in step with this file.
 //
 // The strings are korvet's storage format: changing one loses users' data.
+//
+// On a Redis Cluster the keys carry hash tags (the text in braces decides
+// the slot), because a Redis transaction or script only works on keys of
+// one slot: every key of one partition carries the tag {topic:partition},
+// so that an append stays one MULTI on one shard while partitions spread
+// over all shards; cluster-wide metadata carries {meta} and consumer
+// groups {groups}, the two sets of keys that korvet changes together. A
+// standalone Redis keeps the original layout byte for byte.
 package keys
 
 import "strconv"
@@ -12,105 +20,149 @@ import "strconv"
 // Default is the keyspace when none is configured.
 const Default = "korvet"
 
-// Space is a keyspace, the prefix of every key it builds.
-type Space string
+// Space is a keyspace, the prefix of every key it builds, in the
+// standalone or the Redis Cluster layout.
+type Space struct {
+	prefix  string
+	cluster bool
+}
+
+// New returns the keyspace prefix in the standalone layout, or in the
+// Redis Cluster layout (hash tags) when cluster is true.
+func New(prefix string, cluster bool) Space { return Space{prefix: prefix, cluster: cluster} }
+
+// Prefix returns the keyspace prefix.
+func (s Space) Prefix() string { return s.prefix }
+
+// IsCluster reports whether s builds the Redis Cluster layout.
+func (s Space) IsCluster() bool { return s.cluster }
+
+// meta is the prefix of cluster-wide metadata keys.
+func (s Space) meta() string {
+	if s.cluster {
+		return s.prefix + ":{meta}:"
+	}
+	return s.prefix + ":meta:"
+}
+
+// groups is the prefix of consumer group keys.
+func (s Space) groups() string {
+	if s.cluster {
+		return s.prefix + ":{groups}:"
+	}
+	return s.prefix + ":"
+}
+
+// part is a partition's part of its keys: "topic:partition", as a hash
+// tag in the cluster layout.
+func (s Space) part(topic string, partition int32) string {
+	if s.cluster {
+		return "{" + topic + ":" + strconv.Itoa(int(partition)) + "}"
+	}
+	return topic + ":" + strconv.Itoa(int(partition))
+}
 
 // Topics is a hash: topic name -> JSON topic metadata (id, partitions,
 // configs).
-func (s Space) Topics() string { return string(s) + ":meta:topics" }
+func (s Space) Topics() string { return s.meta() + "topics" }
 
 // Cluster is a hash: "id" (the cluster id), "producer_ids" (the producer
 // id counter) and "scram_decoy_seed" (hex, the seed of the made-up SCRAM
 // salts answered for unknown users).
-func (s Space) Cluster() string { return string(s) + ":meta:cluster" }
+func (s Space) Cluster() string { return s.meta() + "cluster" }
 
 // Partition is a hash with a partition's counters: next offset, log start
 // offset, bytes appended, max timestamp, the open segment's timestamps,
 // and one "pid:{id}" field per idempotent producer.
 func (s Space) Partition(topic string, partition int32) string {
-	return string(s) + ":meta:partition:" + topic + ":" + strconv.Itoa(int(partition))
+	return s.prefix + ":meta:partition:" + s.part(topic, partition)
 }
 
 // Stream is a stream holding one segment of a partition: one entry per
 // record, laid out as package entry describes.
 func (s Space) Stream(topic string, partition int32, segment int64) string {
-	return string(s) + ":storage:local:" + topic + ":" + strconv.Itoa(int(partition)) + ":" + strconv.FormatInt(segment, 10)
+	return s.prefix + ":storage:local:" + s.part(topic, partition) + ":" + strconv.FormatInt(segment, 10)
 }
 
 // Batches is a stream with one small entry per committed append, with ID
 // "<last offset>-1": the running max timestamp and the running byte total.
 // It answers ListOffsets by time and drives retention.
 func (s Space) Batches(topic string, partition int32) string {
-	return string(s) + ":meta:batches:" + topic + ":" + strconv.Itoa(int(partition))
+	return s.prefix + ":meta:batches:" + s.part(topic, partition)
 }
 
 // Segments is a hash: segment id -> JSON segment (the segment registry).
 func (s Space) Segments(topic string, partition int32) string {
-	return string(s) + ":meta:segments:" + topic + ":" + strconv.Itoa(int(partition))
+	return s.prefix + ":meta:segments:" + s.part(topic, partition)
 }
 
 // Events is a stream through which brokers sharing this keyspace tell
 // each other that shared state changed (package engine/events).
-func (s Space) Events() string { return string(s) + ":meta:events" }
+func (s Space) Events() string { return s.meta() + "events" }
 
 // Brokers is a hash of the brokers registered on this keyspace: node id
 // -> JSON {node, rack, listeners [{name, host, port}], started, renewed
 // (unix ms), state live|leaving}. A broker is live while its lease
 // (BrokerLease) exists.
-func (s Space) Brokers() string { return string(s) + ":meta:brokers" }
+func (s Space) Brokers() string { return s.meta() + "brokers" }
 
 // BrokerLease is a string holding the random instance token of the
 // process that holds node id node, set with a lease (PX) that the holder
 // renews.
 func (s Space) BrokerLease(node int32) string {
-	return string(s) + ":meta:broker:" + strconv.Itoa(int(node))
+	return s.meta() + "broker:" + strconv.Itoa(int(node))
 }
 
 // ColdGarbage is a set of cold-tier objects for the archiver to delete:
 // "file\x00{topic}\x00{path}" for files retention removed from a registry
 // and "drop\x00{topic}\x00{table id}" for the tables of deleted topics.
-func (s Space) ColdGarbage() string { return string(s) + ":meta:coldgc" }
+func (s Space) ColdGarbage() string { return s.meta() + "coldgc" }
 
 // Groups is a hash of every consumer group with committed offsets or
 // stored membership: group name -> protocol type ("consumer", or "" for
 // groups that only commit offsets).
-func (s Space) Groups() string { return string(s) + ":meta:groups" }
+func (s Space) Groups() string {
+	if s.cluster {
+		return s.groups() + "groups"
+	}
+	return s.prefix + ":meta:groups"
+}
 
 // GroupState is a string: a group's membership as JSON, so that members
 // carry on across a restart.
 func (s Space) GroupState(group string) string {
-	return string(s) + ":group:" + group + ":state"
+	return s.groups() + "group:" + group + ":state"
 }
 
 // ConsumerGroupState is a string: a KIP-848 consumer group's epochs,
 // members, subscriptions and assignments as JSON.
 func (s Space) ConsumerGroupState(group string) string {
-	return string(s) + ":group:" + group + ":consumer"
+	return s.groups() + "group:" + group + ":consumer"
 }
 
 // GroupOffsets is a hash of a group's committed offsets: "topic:partition"
 // -> "<offset>,<leader epoch>,<commit unix ms>,<metadata>". Topic names
 // cannot hold ':', so the last ':' splits the field.
 func (s Space) GroupOffsets(group string) string {
-	return string(s) + ":group:" + group + ":offsets"
+	return s.groups() + "group:" + group + ":offsets"
 }
 
 // SCRAM is a hash per SASL mechanism ("SCRAM-SHA-256", "SCRAM-SHA-512"):
 // user name -> JSON SCRAM credential.
-func (s Space) SCRAM(mechanism string) string { return string(s) + ":meta:scram:" + mechanism }
+func (s Space) SCRAM(mechanism string) string { return s.meta() + "scram:" + mechanism }
 
 // ACLs is a set of JSON ACLs, one per member.
-func (s Space) ACLs() string { return string(s) + ":meta:acls" }
+func (s Space) ACLs() string { return s.meta() + "acls" }
 
 // ShareGroups is a hash of every share group: group name -> creation time
 // (unix ms). Members live in memory; this keeps the groups across a
 // restart.
-func (s Space) ShareGroups() string { return string(s) + ":meta:sharegroups" }
+func (s Space) ShareGroups() string { return s.meta() + "sharegroups" }
 
 // GroupConfigs is a hash: group name -> JSON object of the group's dynamic
 // configs (share.auto.offset.reset, share.record.lock.duration.ms, ...),
 // as set with IncrementalAlterConfigs on a GROUP resource.
-func (s Space) GroupConfigs() string { return string(s) + ":meta:groupconfigs" }
+func (s Space) GroupConfigs() string { return s.meta() + "groupconfigs" }
 
 // SharePartition is a hash per share group and partition: "tid" (the
 // topic id, hex), "seg" (the segment whose Redis consumer group holds the
@@ -119,17 +171,24 @@ func (s Space) GroupConfigs() string { return string(s) + ":meta:groupconfigs" }
 // archived_limit). The delivery state itself is the consumer group
 // "share:{group}" on the segment streams.
 func (s Space) SharePartition(group, topic string, partition int32) string {
-	return string(s) + ":share:" + group + ":" + topic + ":" + strconv.Itoa(int(partition))
+	if s.cluster {
+		// The tag before the group name, which may hold braces itself.
+		return s.prefix + ":share:" + s.part(topic, partition) + ":state:" + group
+	}
+	return s.prefix + ":share:" + group + ":" + topic + ":" + strconv.Itoa(int(partition))
 }
 
 // ShareIndex is a set per share group of the partitions it has state for:
 // "topic:partition".
-func (s Space) ShareIndex(group string) string { return string(s) + ":share:" + group + ":partitions" }
+func (s Space) ShareIndex(group string) string { return s.groups() + "share:" + group + ":partitions" }
 
 // ShareCold is a hash per share group and partition for records in cold
 // (archived) segments, whose streams are gone: offset -> "<state>,<delivery
 // count>,<lock deadline unix ms>,<member>" for acquired, released and
 // finished records, plus "next" (the next offset never acquired).
 func (s Space) ShareCold(group, topic string, partition int32) string {
-	return string(s) + ":share:" + group + ":" + topic + ":" + strconv.Itoa(int(partition)) + ":cold"
+	if s.cluster {
+		return s.prefix + ":share:" + s.part(topic, partition) + ":cold:" + group
+	}
+	return s.prefix + ":share:" + group + ":" + topic + ":" + strconv.Itoa(int(partition)) + ":cold"
 }

@@ -10,7 +10,8 @@ import (
 // TestKeysPinned pins the exact key strings: they are korvet's storage
 // format, and a change here loses what users stored.
 func TestKeysPinned(t *testing.T) {
-	s := Space(Default)
+	s := New(Default, false)
+	c := New(Default, true)
 	for _, c := range []struct{ got, want string }{
 		{s.Topics(), "korvet:meta:topics"},
 		{s.Cluster(), "korvet:meta:cluster"},
@@ -34,7 +35,29 @@ func TestKeysPinned(t *testing.T) {
 		{s.SharePartition("g", "t", 1), "korvet:share:g:t:1"},
 		{s.ShareIndex("g"), "korvet:share:g:partitions"},
 		{s.ShareCold("g", "t", 1), "korvet:share:g:t:1:cold"},
-		{Space("kv1").Stream("a.b-c_d", 2147483647, 9223372036854775807), "kv1:storage:local:a.b-c_d:2147483647:9223372036854775807"},
+		{New("kv1", false).Stream("a.b-c_d", 2147483647, 9223372036854775807), "kv1:storage:local:a.b-c_d:2147483647:9223372036854775807"},
+		// The Redis Cluster layout.
+		{c.Topics(), "korvet:{meta}:topics"},
+		{c.Cluster(), "korvet:{meta}:cluster"},
+		{c.Partition("t", 0), "korvet:meta:partition:{t:0}"},
+		{c.Stream("t", 0, 12), "korvet:storage:local:{t:0}:12"},
+		{c.Batches("t", 0), "korvet:meta:batches:{t:0}"},
+		{c.Segments("t", 0), "korvet:meta:segments:{t:0}"},
+		{c.ColdGarbage(), "korvet:{meta}:coldgc"},
+		{c.Events(), "korvet:{meta}:events"},
+		{c.Brokers(), "korvet:{meta}:brokers"},
+		{c.BrokerLease(3), "korvet:{meta}:broker:3"},
+		{c.Groups(), "korvet:{groups}:groups"},
+		{c.GroupState("g"), "korvet:{groups}:group:g:state"},
+		{c.GroupOffsets("g"), "korvet:{groups}:group:g:offsets"},
+		{c.ConsumerGroupState("g"), "korvet:{groups}:group:g:consumer"},
+		{c.SCRAM("SCRAM-SHA-256"), "korvet:{meta}:scram:SCRAM-SHA-256"},
+		{c.ACLs(), "korvet:{meta}:acls"},
+		{c.ShareGroups(), "korvet:{meta}:sharegroups"},
+		{c.GroupConfigs(), "korvet:{meta}:groupconfigs"},
+		{c.SharePartition("g", "t", 1), "korvet:share:{t:1}:state:g"},
+		{c.ShareIndex("g"), "korvet:{groups}:share:g:partitions"},
+		{c.ShareCold("g", "t", 1), "korvet:share:{t:1}:cold:g"},
 	} {
 		if c.got != c.want {
 			t.Errorf("key %q, want %q", c.got, c.want)
@@ -46,9 +69,15 @@ func TestKeysPinned(t *testing.T) {
 // builds, with the pattern it builds: each builder, given distinct sample
 // values, yields its pattern with the placeholders filled in.
 func TestKeysLayoutMatchesBuilders(t *testing.T) {
+	for _, cluster := range []bool{false, true} {
+		checkLayout(t, cluster)
+	}
+}
+
+func checkLayout(t *testing.T, cluster bool) {
 	sample := strings.NewReplacer("{keyspace}", "ks", "{topic}", "orders", "{partition}", "3",
 		"{segment}", "7", "{group}", "billing", "{mechanism}", "SCRAM-SHA-512", "{node}", "5")
-	s := Space("ks")
+	s := New("ks", cluster)
 	built := map[string]string{ // Space method -> its key for the sample
 		"Topics":             s.Topics(),
 		"Cluster":            s.Cluster(),
@@ -74,7 +103,7 @@ func TestKeysLayoutMatchesBuilders(t *testing.T) {
 	}
 	typ := reflect.TypeFor[Space]()
 	for i := range typ.NumMethod() {
-		if name := typ.Method(i).Name; built[name] == "" {
+		if name := typ.Method(i).Name; built[name] == "" && name != "Prefix" && name != "IsCluster" {
 			t.Errorf("Space.%s is not in this test: add it here and to Layout", name)
 		}
 	}
@@ -87,12 +116,18 @@ func TestKeysLayoutMatchesBuilders(t *testing.T) {
 		if k.Holds == "" {
 			t.Errorf("%s: no description", k.Pattern)
 		}
-		key := sample.Replace(k.Pattern)
-		if strings.ContainsAny(key, "{}") {
-			t.Errorf("%s: unknown placeholder", k.Pattern)
+		pattern := k.Pattern
+		if cluster {
+			pattern = k.Cluster
+		}
+		key := sample.Replace(pattern)
+		if tag, ok := hashTag(key); cluster && !ok {
+			t.Errorf("%s: no hash tag", pattern)
+		} else if strings.ContainsAny(strings.Replace(key, "{"+tag+"}", "", 1), "{}") {
+			t.Errorf("%s: unknown placeholder", pattern)
 		}
 		if prev, dup := byKey[key]; dup {
-			t.Errorf("%s and %s build the same key", prev.Pattern, k.Pattern)
+			t.Errorf("%s and %s build the same key %s", prev.Pattern, k.Pattern, key)
 		}
 		byKey[key] = k
 	}
@@ -104,5 +139,66 @@ func TestKeysLayoutMatchesBuilders(t *testing.T) {
 	}
 	for _, k := range byKey {
 		t.Errorf("Layout has %s, which no Space method builds", k.Pattern)
+	}
+}
+
+// hashTag returns the text Redis Cluster hashes for key, if not the whole
+// key: between the first '{' and the next '}', when not empty.
+func hashTag(key string) (string, bool) {
+	i := strings.IndexByte(key, '{')
+	if i < 0 {
+		return "", false
+	}
+	j := strings.IndexByte(key[i+1:], '}')
+	if j <= 0 {
+		return "", false
+	}
+	return key[i+1 : i+1+j], true
+}
+
+// TestClusterKeysShareSlots checks the promise the cluster layout makes:
+// every key of one partition in one slot, different partitions in
+// different slots, and the keys korvet changes together (metadata; group
+// state) each in one slot. Group names that hold braces or colons must not
+// move a key out of its slot.
+func TestClusterKeysShareSlots(t *testing.T) {
+	s := New("korvet", true)
+	for _, g := range []string{"billing", "{x}", "a}b{c", "g:cold"} {
+		tag := func(key string) string {
+			tg, ok := hashTag(key)
+			if !ok {
+				t.Fatalf("%s has no hash tag", key)
+			}
+			return tg
+		}
+		part := []string{s.Stream("orders", 3, 0), s.Stream("orders", 3, 99), s.Partition("orders", 3), s.Batches("orders", 3),
+			s.Segments("orders", 3), s.SharePartition(g, "orders", 3), s.ShareCold(g, "orders", 3)}
+		for _, k := range part {
+			if tag(k) != "orders:3" {
+				t.Errorf("%s: tag %q, want orders:3", k, tag(k))
+			}
+		}
+		if s.SharePartition(g, "orders", 3) == s.ShareCold(g, "orders", 3) {
+			t.Errorf("share state and cold state of group %q build the same key", g)
+		}
+		for _, k := range []string{s.Groups(), s.GroupState(g), s.GroupOffsets(g), s.ConsumerGroupState(g), s.ShareIndex(g)} {
+			if tag(k) != "groups" {
+				t.Errorf("%s: tag %q, want groups", k, tag(k))
+			}
+		}
+	}
+	for _, k := range []string{s.Topics(), s.Cluster(), s.Events(), s.Brokers(), s.BrokerLease(7), s.ColdGarbage(),
+		s.SCRAM("SCRAM-SHA-512"), s.ACLs(), s.ShareGroups(), s.GroupConfigs()} {
+		if tg, _ := hashTag(k); tg != "meta" {
+			t.Errorf("%s: tag %q, want meta", k, tg)
+		}
+	}
+	if tg, _ := hashTag(s.Partition("orders", 4)); tg == "orders:3" {
+		t.Error("partitions 3 and 4 share a tag")
+	}
+	for _, k := range []string{New("korvet", false).Stream("orders", 3, 0), New("korvet", false).Topics()} {
+		if strings.ContainsAny(k, "{}") {
+			t.Errorf("standalone key %s has braces", k)
+		}
 	}
 }

@@ -229,11 +229,21 @@ func (rc *RedisCluster) MigrateKeys(tb testing.TB, slot int, from, to *Redis, ke
 	}
 }
 
-// EndMigration gives slot to node to on every live master and waits until
-// the cluster agrees.
+// EndMigration moves the slot's keys still on its old owner, gives slot
+// to node to on every live master and waits until the cluster agrees.
 func (rc *RedisCluster) EndMigration(tb testing.TB, slot int, to *Redis) {
 	tb.Helper()
 	s := strconv.Itoa(slot)
+	for _, r := range rc.Nodes {
+		if r == to || !r.alive() {
+			continue
+		}
+		if me, err := rc.self(r); err == nil && me.master {
+			if n, _ := rc.Do(tb, r, "CLUSTER", "COUNTKEYSINSLOT", s).(int64); n > 0 {
+				rc.MigrateKeys(tb, slot, r, to)
+			}
+		}
+	}
 	// The importing side first, as redis-cli does: then the slot is never
 	// without an owner that accepts its keys.
 	rc.Do(tb, to, "CLUSTER", "SETSLOT", s, "NODE", rc.ids[to])
