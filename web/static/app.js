@@ -231,7 +231,8 @@
     kv($("redis-kv"), [
       ["Status", pill("reachable", "ok")],
       ["Version", r.version + (r.mode ? " (" + r.mode + ")" : "")],
-      ["Memory", mem],
+      // On a cluster INFO answers for one node: every node is under Redis shards.
+      ["Memory", r.mode === "cluster" ? h("span", null, mem, h("span", { class: "muted small" }, " · one node; all under Redis shards")) : mem],
       ["Persistence", persistence],
       ["Eviction", r.maxmemory_policy === "noeviction" ? "noeviction" : pill(r.maxmemory_policy || "?", "warn")],
       ["Round trip", r.round_trip_ms.toFixed(2) + " ms"],
@@ -253,7 +254,7 @@
   function nodeLine(n) {
     const kind = !n.up ? "bad" : n.health && n.health !== "online" ? "warn" : n.role === "master" ? "ok" : "";
     const mem = n.used_memory > 0
-      ? h("span", null, memBar(n), " " + fmtBytes(n.used_memory) + (n.maxmemory > 0 ? " of " + fmtBytes(n.maxmemory) : " (no limit; peak " + fmtBytes(n.used_memory_peak) + ")"))
+      ? h("span", { class: "mem", title: "used_memory; peak " + fmtBytes(n.used_memory_peak) }, memBar(n), " " + fmtBytes(n.used_memory) + (n.maxmemory > 0 ? " of " + fmtBytes(n.maxmemory) : " · peak " + fmtBytes(n.used_memory_peak)))
       : null;
     return h("div", { class: "node", "data-node-addr": n.addr, "data-role": n.role },
       pill(n.role + (n.health && n.health !== "online" ? " · " + n.health : ""), kind),
