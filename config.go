@@ -3,6 +3,8 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -118,6 +120,11 @@ type Config struct {
 		// append (WAIT), Kafka's min.insync.replicas mapped to Redis.
 		WaitReplicas int      `toml:"wait_replicas"`
 		WaitTimeout  duration `toml:"wait_timeout"`
+		// rediss:// URLs: how korvet checks Redis and proves itself.
+		TLSCAFile             string `toml:"tls_ca_file"`
+		TLSCertFile           string `toml:"tls_cert_file"`
+		TLSKeyFile            string `toml:"tls_key_file"`
+		TLSInsecureSkipVerify bool   `toml:"tls_insecure_skip_verify"`
 	} `toml:"redis"`
 	Cold struct {
 		Warehouse          string   `toml:"warehouse"`
@@ -573,6 +580,18 @@ func (c *Config) checkRedisCluster(bad func(toml.Key, string, ...any) error) err
 			return bad(toml.Key{"redis", "seeds"}, "want host:port, got %q", s)
 		}
 	}
+	if _, err := c.redisTLS(); err != nil {
+		k := "tls_insecure_skip_verify"
+		switch {
+		case c.Redis.TLSCAFile != "" && !strings.Contains(err.Error(), "tls_cert_file"):
+			k = "tls_ca_file"
+		case c.Redis.TLSCertFile != "":
+			k = "tls_cert_file"
+		case c.Redis.TLSKeyFile != "":
+			k = "tls_key_file"
+		}
+		return bad(toml.Key{"redis", k}, "%v", err)
+	}
 	if c.Redis.WaitReplicas < 0 || c.Redis.WaitReplicas > 16 {
 		return bad(toml.Key{"redis", "wait_replicas"}, "must be 0 (do not wait) to 16")
 	}
@@ -582,9 +601,44 @@ func (c *Config) checkRedisCluster(bad func(toml.Key, string, ...any) error) err
 	return nil
 }
 
+// redisTLS is the TLS configuration of rediss:// connections: nil (the
+// system roots) unless a tls_* key is set.
+func (c *Config) redisTLS() (*tls.Config, error) {
+	r := &c.Redis
+	if r.TLSCAFile == "" && r.TLSCertFile == "" && r.TLSKeyFile == "" && !r.TLSInsecureSkipVerify {
+		return nil, nil
+	}
+	if u, _ := resp.ParseURL(r.URL); !u.TLS {
+		return nil, errors.New("redis.tls_* keys need a rediss:// url")
+	}
+	tc := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: r.TLSInsecureSkipVerify}
+	if r.TLSCAFile != "" {
+		pem, err := os.ReadFile(r.TLSCAFile)
+		if err != nil {
+			return nil, fmt.Errorf("read redis.tls_ca_file: %w", err)
+		}
+		tc.RootCAs = x509.NewCertPool()
+		if !tc.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("redis.tls_ca_file %s holds no PEM certificate", r.TLSCAFile)
+		}
+	}
+	if (r.TLSCertFile == "") != (r.TLSKeyFile == "") {
+		return nil, errors.New("set both redis.tls_cert_file and redis.tls_key_file (a client certificate), or neither")
+	}
+	if r.TLSCertFile != "" {
+		cert, err := tls.LoadX509KeyPair(r.TLSCertFile, r.TLSKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("load redis.tls_cert_file and redis.tls_key_file: %w", err)
+		}
+		tc.Certificates = []tls.Certificate{cert}
+	}
+	return tc, nil
+}
+
 // redisOptions are the resp.Options of [redis].
 func (c *Config) redisOptions(pool int, log *slog.Logger) resp.Options {
-	return resp.Options{PoolSize: pool, Timeout: c.Redis.Timeout.Duration, Logger: log, Cluster: c.Redis.Cluster, Seeds: c.Redis.Seeds}
+	tc, _ := c.redisTLS() // checked by load
+	return resp.Options{PoolSize: pool, Timeout: c.Redis.Timeout.Duration, Logger: log, Cluster: c.Redis.Cluster, Seeds: c.Redis.Seeds, TLS: tc}
 }
 
 // shownRedisURL is the Redis URL as logs and errors show it: without its

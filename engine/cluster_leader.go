@@ -350,24 +350,36 @@ func (e *Engine) runMoves(ctx context.Context, parts []*Partition, args []moveAr
 				}
 				continue
 			}
-			f = r.Elems(f[:0])
-			if len(f) != 3 {
+			var res int64
+			var leader, epoch int32
+			var ok bool
+			if res, leader, epoch, ok = parseMove(r, &f); !ok {
 				continue
 			}
-			res, _ := f[0].Int()
-			leader := int32(-1)
-			if n, err := strconv.ParseInt(string(f[1].Bytes()), 10, 32); err == nil {
-				leader = int32(n)
-			}
-			epoch, _ := f[2].Int()
 			if res >= 0 {
-				p.observe(leader, int32(epoch))
+				p.observe(leader, epoch)
 			}
-			done(p, res == 1, leader, int32(epoch))
+			done(p, res == 1, leader, epoch)
 		}
 		rs.Release()
 		return firstErr
 	}
+}
+
+// parseMove reads a {result, leader, epoch} reply of moveScript or
+// casScript; f is scratch space.
+func parseMove(r resp.Reply, f *[]resp.Reply) (res int64, leader, epoch int32, ok bool) {
+	*f = r.Elems((*f)[:0])
+	if len(*f) != 3 {
+		return 0, 0, 0, false
+	}
+	res, _ = (*f)[0].Int()
+	leader = -1
+	if n, err := strconv.ParseInt(string((*f)[1].Bytes()), 10, 32); err == nil {
+		leader = int32(n)
+	}
+	ep, _ := (*f)[2].Int()
+	return res, leader, int32(ep), true
 }
 
 // becomeLeader reloads partitions from Redis and makes this broker lead

@@ -233,20 +233,15 @@ func (e *Engine) casDone(ctx context.Context, p *Partition, r resp.Reply, done f
 		}
 		return
 	}
-	f := r.Elems(nil)
-	if len(f) != 3 {
+	var f []resp.Reply
+	res, leader, epoch, ok := parseMove(r, &f)
+	if !ok {
 		return
 	}
-	res, _ := f[0].Int()
-	leader := int32(-1)
-	if n, err := strconv.ParseInt(string(f[1].Bytes()), 10, 32); err == nil {
-		leader = int32(n)
-	}
-	epoch, _ := f[2].Int()
 	if res == 1 {
 		var pl resp.Pipeline
 		e.events.Append(&pl, events.Leader, "topic", p.t.name, "partition", strconv.Itoa(int(p.id)),
-			"leader", strconv.Itoa(int(leader)), "epoch", strconv.FormatInt(epoch, 10))
+			"leader", strconv.Itoa(int(leader)), "epoch", strconv.Itoa(int(epoch)))
 		pl.Cmd("HEXISTS", e.k.Topics(), p.t.name)
 		if rs, err := e.rc.Exec(ctx, &pl); err == nil {
 			n, herr := rs.At(1).Int()
@@ -263,6 +258,6 @@ func (e *Engine) casDone(ctx context.Context, p *Partition, r resp.Reply, done f
 			e.log.Warn("announce partition leader", "topic", p.t.name, "partition", p.id, "err", err)
 		}
 	}
-	p.observe(leader, int32(epoch))
-	done(p, res == 1, leader, int32(epoch))
+	p.observe(leader, epoch)
+	done(p, res == 1, leader, epoch)
 }

@@ -50,6 +50,12 @@ func openBroker(t *testing.T, r *testbed.Redis, node int32, opts engine.Options)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return openBrokerOn(t, rc, node, opts)
+}
+
+// openBrokerOn is openBroker on a client of its own, which it closes.
+func openBrokerOn(t *testing.T, rc *resp.Client, node int32, opts engine.Options) *broker {
+	t.Helper()
 	opts.NodeID = node
 	if opts.LeaseTime == 0 {
 		opts.LeaseTime = testLease

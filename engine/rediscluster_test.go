@@ -22,15 +22,7 @@ func openClusterBroker(t *testing.T, c *testbed.RedisCluster, node int32) *broke
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := engine.Open(context.Background(), rc, engine.Options{NodeID: node, LeaseTime: testLease,
-		Logger: testbed.Logger().With("node", node), GroupInitialRebalanceDelay: -1})
-	if err != nil {
-		rc.Close()
-		t.Fatalf("open broker %d: %v", node, err)
-	}
-	b := &broker{e: e, rc: rc}
-	t.Cleanup(func() { b.stop(false) })
-	return b
+	return openBrokerOn(t, rc, node, engine.Options{Logger: testbed.Logger().With("node", node)})
 }
 
 // TestEngineOnRedisCluster runs two brokers on a 3-master cluster: a

@@ -522,28 +522,29 @@ func (cl *cluster) shardsNow(ctx context.Context) ([]Shard, error) {
 
 func (cl *cluster) shards(ctx context.Context) ([]Shard, error) { return cl.shardsNow(ctx) }
 
+// isKnown tells whether addr is a node of the last slot map's shards.
+func (cl *cluster) isKnown(addr string) bool {
+	cl.mu.RLock()
+	defer cl.mu.RUnlock()
+	for _, sh := range cl.known {
+		for _, n := range sh.Nodes {
+			if n.Addr == addr {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // doNode runs a command on one node of the cluster, which must be in the
 // slot map's shards.
 func (cl *cluster) doNode(ctx context.Context, addr string, args ...any) (Reply, error) {
-	known := false
-	cl.mu.RLock()
-	for _, sh := range cl.known {
-		for _, n := range sh.Nodes {
-			known = known || n.Addr == addr
-		}
-	}
-	cl.mu.RUnlock()
+	known := cl.isKnown(addr)
 	if !known {
 		if err := cl.refresh(ctx, false); err != nil {
 			return Reply{}, err
 		}
-		cl.mu.RLock()
-		for _, sh := range cl.known {
-			for _, n := range sh.Nodes {
-				known = known || n.Addr == addr
-			}
-		}
-		cl.mu.RUnlock()
+		known = cl.isKnown(addr)
 	}
 	if !known {
 		return Reply{}, fmt.Errorf("resp: %s is not a node of this Redis Cluster", addr)

@@ -21,6 +21,12 @@
 #   KORVET_BIN        use this korvet binary instead of building one
 #   BROKERS           korvet brokers on the one Redis (default 1; node ids
 #                     1..N, each on its own port; kgo gets all as seeds)
+#   REDIS_CLUSTER=1   a Redis Cluster instead of one redis-server: 3 masters
+#                     + 3 replicas (cluster-enabled, joined by redis-cli
+#                     --cluster create --cluster-replicas 1), korvet with
+#                     redis.cluster = true, the first master as redis.url
+#                     and every node in redis.seeds. The SCRAM korvet uses
+#                     the same cluster.
 #   KEEP_TMP=1        keep the temp dir (korvet*.log, test.log)
 set -euo pipefail
 
@@ -82,7 +88,7 @@ BROKERS=${BROKERS:-1}
 [[ $BROKERS =~ ^[1-9]$ ]] || die "BROKERS must be 1 to 9, not '$BROKERS'"
 
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/korvet-conformance.XXXXXX")
-REDIS_PID=""
+REDIS_PIDS=()
 KORVET_PID=""
 KORVET_PIDS=()
 cleanup() {
@@ -91,9 +97,11 @@ cleanup() {
 		stop_pid "$pid" 15
 	done
 	stop_pid "$KORVET_PID" 15
-	stop_pid "$REDIS_PID" 10
+	for pid in "${REDIS_PIDS[@]}"; do
+		stop_pid "$pid" 10
+	done
 	if [[ $rc -ne 0 ]]; then
-		for f in "$TMP"/korvet*.log; do
+		for f in "$TMP"/korvet*.log "$TMP"/cluster-create.log; do
 			[[ -f $f ]] || continue
 			echo "--- tail of $(basename "$f") ---" >&2
 			tail -n 30 "$f" >&2 || true
@@ -127,12 +135,69 @@ SRC="$(go env GOMODCACHE)/github.com/twmb/franz-go@$FRANZ_VERSION"
 cp -r "$SRC" "$TMP/franz"
 chmod -R u+w "$TMP/franz"
 
-free_port REDIS_PORT
-mkdir -p "$TMP/redis"
-redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save "" --appendonly no \
-	--dir "$TMP/redis" --logfile "$TMP/redis/redis.log" </dev/null &
-REDIS_PID=$!
-wait_port "$REDIS_PORT" 15 "$REDIS_PID" || die "redis-server did not start: $(tail -n 5 "$TMP/redis/redis.log")"
+# start_redis DIR PORT [ARGS...]: a redis-server on 127.0.0.1:PORT whose
+# pid is appended to REDIS_PIDS.
+start_redis() {
+	local dir=$1 port=$2
+	shift 2
+	mkdir -p "$dir"
+	redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no \
+		--dir "$dir" --logfile "$dir/redis.log" "$@" </dev/null &
+	REDIS_PIDS+=($!)
+	wait_port "$port" 15 "$!" || die "redis-server on $port did not start: $(tail -n 5 "$dir/redis.log")"
+}
+
+# cluster_ok PORT: the node on PORT reports cluster_state:ok and knows all
+# 16384 slots as assigned.
+cluster_ok() {
+	local info
+	info=$(redis-cli -h 127.0.0.1 -p "$1" CLUSTER INFO 2>/dev/null | tr -d '\r') || return 1
+	[[ $info == *"cluster_state:ok"* && $info == *"cluster_slots_assigned:16384"* ]]
+}
+
+REDIS_CLUSTER=${REDIS_CLUSTER:-0}
+[[ $REDIS_CLUSTER == 0 || $REDIS_CLUSTER == 1 ]] || die "REDIS_CLUSTER must be 0 or 1, not '$REDIS_CLUSTER'"
+REDIS_SEEDS=""
+if [[ $REDIS_CLUSTER == 1 ]]; then
+	command -v redis-cli >/dev/null 2>&1 || die "redis-cli is missing (apt-get install redis-tools)"
+	grep -qE '^cluster *=' "$REPO/korvet.toml" || die "this korvet has no redis.cluster key yet (korvet.toml)"
+	nodes=()
+	for ((i = 0; i < 6; i++)); do
+		# The cluster bus listens on port + 10000: that must be free too.
+		free_port port
+		while port_in_use $((port + 10000)); do
+			free_port port
+		done
+		start_redis "$TMP/redis-$i" "$port" --cluster-enabled yes --cluster-config-file nodes.conf \
+			--cluster-node-timeout 1000
+		nodes+=("127.0.0.1:$port")
+		REDIS_SEEDS+="${REDIS_SEEDS:+, }\"127.0.0.1:$port\""
+	done
+	# The first three become masters, the others their replicas.
+	redis-cli --cluster create "${nodes[@]}" --cluster-replicas 1 --cluster-yes >"$TMP/cluster-create.log" 2>&1 ||
+		die "redis-cli --cluster create failed: $(tail -n 20 "$TMP/cluster-create.log")"
+	for n in "${nodes[@]}"; do
+		for ((i = 0; i < 300; i++)); do
+			cluster_ok "${n#*:}" && break
+			sleep 0.1
+		done
+		cluster_ok "${n#*:}" || die "Redis Cluster node $n not ok after 30s"
+	done
+	REDIS_PORT=${nodes[0]#*:}
+	REDIS_DESC="a Redis Cluster of 3 masters + 3 replicas (${nodes[*]})"
+else
+	free_port REDIS_PORT
+	start_redis "$TMP/redis" "$REDIS_PORT"
+	REDIS_DESC="redis-server on 127.0.0.1:$REDIS_PORT"
+fi
+# redis_toml: the [redis] keys every korvet here gets besides keyspace.
+redis_toml() {
+	echo "url = \"redis://127.0.0.1:$REDIS_PORT/0\""
+	if [[ $REDIS_CLUSTER == 1 ]]; then
+		echo "cluster = true"
+		echo "seeds = [$REDIS_SEEDS]"
+	fi
+}
 
 # BROKERS korvets on the one Redis and keyspace, node ids 1..BROKERS.
 SEEDS=""
@@ -152,7 +217,7 @@ node_id = $n
 listen = "127.0.0.1:0"
 
 [redis]
-url = "redis://127.0.0.1:$REDIS_PORT/0"
+$(redis_toml)
 EOF
 	"$BIN" serve --config "$TMP/korvet-$n.toml" </dev/null >"$TMP/korvet-$n.log" 2>&1 &
 	pid=$!
@@ -160,7 +225,7 @@ EOF
 	wait_port "$KAFKA_PORT" 20 "$pid" || die "korvet node $n did not start: $(tail -n 20 "$TMP/korvet-$n.log")"
 	SEEDS+="${SEEDS:+,}127.0.0.1:$KAFKA_PORT"
 done
-log "redis-server on 127.0.0.1:$REDIS_PORT, $BROKERS korvet broker(s) on $SEEDS"
+log "$REDIS_DESC, $BROKERS korvet broker(s) on $SEEDS"
 log "running kgo tests matching $RUN"
 
 skip=()
@@ -177,7 +242,7 @@ set -e
 
 # One line per test and subtest, in the order go test finished them.
 echo
-echo "=== kgo $FRANZ_VERSION tests against $BROKERS korvet broker(s) ==="
+echo "=== kgo $FRANZ_VERSION tests against $BROKERS korvet broker(s) on $REDIS_DESC ==="
 grep -E '^ *--- (PASS|FAIL|SKIP): ' "$TMP/test.log" |
 	sed -E 's/^( *)--- (PASS|FAIL|SKIP): ([^ ]+) \(([^)]*)\).*/\2 \1\3 (\4)/' || true
 pass=$(grep -cE '^--- PASS: ' "$TMP/test.log" || true)
@@ -212,7 +277,7 @@ sasl_mechanisms = ["SCRAM-SHA-256", "SCRAM-SHA-512"]
 listen = "127.0.0.1:0"
 
 [redis]
-url = "redis://127.0.0.1:$REDIS_PORT/0"
+$(redis_toml)
 keyspace = "scram"
 TOML
 	printf 'scram-secret\n' | "$BIN" user add --config "$TMP/scram.toml" kgo >/dev/null || die "korvet user add failed"
