@@ -153,13 +153,37 @@ func TestStatusPage(t *testing.T) {
 		t.Errorf("topics = %+v", topics)
 	}
 
+	// The Redis deployment: one standalone shard serving every slot, with
+	// every partition (orders, users, __consumer_offsets) on it.
+	var rd struct {
+		Cluster    bool `json:"cluster"`
+		Partitions int  `json:"partitions"`
+		Shards     []struct {
+			Master     string `json:"master"`
+			Slots      int    `json:"slots"`
+			Partitions int    `json:"partitions"`
+			Nodes      []struct {
+				Up         bool  `json:"up"`
+				UsedMemory int64 `json:"used_memory"`
+			} `json:"nodes"`
+		} `json:"shards"`
+	}
+	getJSON("/api/v1/redis", &rd)
+	if rd.Cluster || rd.Partitions != 5 || len(rd.Shards) != 1 || rd.Shards[0].Master != p.redis.Addr || rd.Shards[0].Slots != 16384 ||
+		rd.Shards[0].Partitions != 5 || len(rd.Shards[0].Nodes) != 1 || !rd.Shards[0].Nodes[0].Up || rd.Shards[0].Nodes[0].UsedMemory <= 0 {
+		t.Errorf("redis deployment = %+v", rd)
+	}
+
 	checkMetrics(t, hc, p.httpBase)
 
 	chromium := findChromium(t)
 	art := artifactDir(t)
 	dom := runChromium(t, chromium, "--dump-dom", p.httpBase+"/")
 	for _, want := range []string{`data-state="ready"`, `data-topic="orders"`, `data-topic="users"`, `data-group="billing"`, `data-group="analytics"`,
-		testVersion, "All good", "AOF on", "noeviction", "3 days"} {
+		testVersion, "All good", "AOF on", "noeviction", "3 days",
+		// The Redis shards section: the one shard, its master and memory bar,
+		// its slots and partitions.
+		`data-shard="` + p.redis.Addr + `"`, `data-role="master"`, `class="membar `, "0-16383", "standalone", "5 partitions · redirects: 0 moved"} {
 		if !strings.Contains(dom, want) {
 			t.Errorf("page DOM lacks %q", want)
 		}
@@ -267,6 +291,18 @@ func missingMetrics(t *testing.T, hc *http.Client, base string) (missing []strin
 		{"Redis up", func() bool { m := find("korvet_redis_up"); return m != nil && m.GetGauge().GetValue() == 1 }},
 		{"Redis round trip", func() bool {
 			m := find("korvet_redis_round_trip_seconds")
+			return m != nil && m.GetGauge().GetValue() > 0
+		}},
+		{"Redis shards", func() bool {
+			c, n := find("korvet_redis_cluster"), find("korvet_redis_shards")
+			return c != nil && c.GetGauge().GetValue() == 0 && n != nil && n.GetGauge().GetValue() == 1
+		}},
+		{"Redis shard slots", func() bool {
+			m := find("korvet_redis_shard_slots")
+			return m != nil && m.GetGauge().GetValue() == 16384
+		}},
+		{"Redis node memory", func() bool {
+			m := find("korvet_redis_node_used_memory_bytes", "role", "master")
 			return m != nil && m.GetGauge().GetValue() > 0
 		}},
 		{"connections", func() bool { m := find("korvet_kafka_connections"); return m != nil && m.GetGauge().GetValue() >= 2 }},

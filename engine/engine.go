@@ -123,6 +123,8 @@ type Engine struct {
 	flushMu  sync.Mutex
 	closed   bool
 	flushers sync.WaitGroup
+
+	redisCache redisStatusCache // status_redis.go
 }
 
 // Open loads the topics stored in Redis and starts background work

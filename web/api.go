@@ -151,6 +151,9 @@ func (s *server) status(ctx context.Context, r *http.Request) statusJSON {
 		}
 		st.Warnings = append(st.Warnings, redisWarnings(info)...)
 	}
+	if rs, err := s.eng.RedisStatus(ctx); err == nil {
+		st.Warnings = append(st.Warnings, clusterWarnings(rs)...)
+	}
 
 	for _, t := range s.eng.UserTopics() {
 		if !s.mayTopic(r, auth.OpDescribe, t.Name()) {

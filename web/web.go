@@ -123,6 +123,7 @@ func New(eng *engine.Engine, opts Options) http.Handler {
 	mux.HandleFunc("GET /api/v1/brokers", s.apiBrokers)
 	mux.HandleFunc("GET /api/v1/groups", s.apiGroups)
 	mux.HandleFunc("GET /api/v1/share-groups", s.apiShareGroups)
+	mux.HandleFunc("GET /api/v1/redis", s.apiRedis)
 	mux.HandleFunc("POST /api/v1/index/rebuild", s.admin(s.apiIndexRebuild))
 	registerKV(mux, eng.KV(), opts.KVMgetMaxBytes, s.topicGuard)
 	if store := eng.ColdStore(); store != nil {

@@ -231,12 +231,61 @@
     kv($("redis-kv"), [
       ["Status", pill("reachable", "ok")],
       ["Version", r.version + (r.mode ? " (" + r.mode + ")" : "")],
-      ["Memory", mem],
+      // On a cluster INFO answers for one node: every node is under Redis shards.
+      ["Memory", r.mode === "cluster" ? h("span", null, mem, h("span", { class: "muted small" }, " · one node; all under Redis shards")) : mem],
       ["Persistence", persistence],
       ["Eviction", r.maxmemory_policy === "noeviction" ? "noeviction" : pill(r.maxmemory_policy || "?", "warn")],
       ["Round trip", r.round_trip_ms.toFixed(2) + " ms"],
       ["Uptime", fmtDuration(r.uptime_seconds)],
     ]);
+  }
+
+  // memBar shows a node's used memory against its maxmemory, or against
+  // its peak when it has no limit (then it is never a warning).
+  function memBar(n) {
+    const limit = n.maxmemory > 0 ? n.maxmemory : Math.max(n.used_memory_peak, n.used_memory, 1);
+    const frac = Math.min(1, n.used_memory / limit);
+    const kind = n.maxmemory > 0 ? (frac >= 0.9 ? "bad" : frac >= 0.75 ? "warn" : "") : "";
+    const bar = h("span", { class: "membar " + kind, title: n.maxmemory > 0 ? Math.round(frac * 100) + "% of maxmemory" : "of the peak (no maxmemory)" }, h("span"));
+    bar.firstChild.style.width = Math.max(1, Math.round(frac * 100)) + "%";
+    return bar;
+  }
+
+  function nodeLine(n) {
+    const kind = !n.up ? "bad" : n.health && n.health !== "online" ? "warn" : n.role === "master" ? "ok" : "";
+    const mem = n.used_memory > 0
+      ? h("span", { class: "mem", title: "used_memory; peak " + fmtBytes(n.used_memory_peak) }, memBar(n), " " + fmtBytes(n.used_memory) + (n.maxmemory > 0 ? " of " + fmtBytes(n.maxmemory) : " · peak " + fmtBytes(n.used_memory_peak)))
+      : null;
+    return h("div", { class: "node", "data-node-addr": n.addr, "data-role": n.role },
+      pill(n.role + (n.health && n.health !== "online" ? " · " + n.health : ""), kind),
+      h("span", { class: "mono addr", title: n.id || "" }, n.addr),
+      !n.up ? h("span", { class: "pill bad", title: n.error || "" }, "unreachable" + (n.error ? ": " + n.error : "")) : null,
+      mem,
+      n.up && n.used_memory > 0 ? h("span", { class: "muted" }, fmtInt(n.keys) + " keys") : null);
+  }
+
+  // renderRedisShards shows the Redis deployment: one row per shard (a
+  // standalone Redis is one shard serving every slot).
+  function renderRedisShards(rd) {
+    const shards = rd.shards || [];
+    $("redis-shards-count").textContent = shards.length;
+    $("redis-mode").textContent = rd.cluster ? "Redis Cluster" : "standalone";
+    const body = $("redis-shards-body");
+    if (rd.error || shards.length === 0) {
+      body.replaceChildren(h("tr", null, h("td", { class: "empty", colSpan: 4 }, rd.error ? "Shard map unavailable: " + rd.error : "No shards.")));
+    } else {
+      body.replaceChildren(...shards.map((s) => h("tr", { "data-shard": s.master },
+        h("td", { class: "name" }, h("span", { class: "mono" }, s.master), s.id ? h("div", { class: "muted small mono", title: s.id }, s.id.slice(0, 12)) : null),
+        h("td", { class: "num", "data-field": "slots" }, fmtInt(s.slots), h("div", { class: "muted small" }, s.slot_ranges)),
+        h("td", { class: "num", "data-field": "partitions" }, fmtInt(s.partitions)),
+        h("td", null, h("div", { class: "nodes" }, s.nodes.map(nodeLine))))));
+    }
+    const r = rd.redirects;
+    $("redis-foot").textContent = fmtInt(rd.partitions) + " partitions" +
+      (rd.unserved_partitions > 0 ? " (" + fmtInt(rd.unserved_partitions) + " on slots no shard serves)" : "") +
+      " · redirects: " + fmtInt(r.moved) + " moved, " + fmtInt(r.ask) + " ask, " + fmtInt(r.tryagain) + " tryagain, " + fmtInt(r.clusterdown) + " clusterdown" +
+      " · slot map reloads: " + fmtInt(rd.slot_map_refreshes) +
+      (rd.at ? " · read " + fmtAgo(new Date(rd.at)) : "");
   }
 
   function partLines(items, fn, limit) {
@@ -390,13 +439,17 @@
   async function refresh() {
     clearTimeout(timer);
     try {
-      const [st, brokers, topics, groups, shareGroups] = await Promise.all([getJSON("/api/v1/status"), getJSON("/api/v1/brokers"), getJSON("/api/v1/topics"), getJSON("/api/v1/groups"), getJSON("/api/v1/share-groups")]);
+      // The Redis deployment is optional: a korvet whose shard map cannot
+      // be read still shows everything else.
+      const redis = getJSON("/api/v1/redis").catch((e) => ({ error: e.message, shards: [], partitions: 0, unserved_partitions: 0, redirects: { moved: 0, ask: 0, tryagain: 0, clusterdown: 0 }, slot_map_refreshes: 0 }));
+      const [st, brokers, topics, groups, shareGroups, rd] = await Promise.all([getJSON("/api/v1/status"), getJSON("/api/v1/brokers"), getJSON("/api/v1/topics"), getJSON("/api/v1/groups"), getJSON("/api/v1/share-groups"), redis]);
       sample(st);
       lastStatus = st;
       renderHeader(st);
       renderBroker(st);
       renderRedis(st);
       renderRates(st);
+      renderRedisShards(rd);
       renderBrokers(brokers);
       renderTopics(topics);
       renderGroups(groups);
