@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"time"
@@ -69,7 +70,9 @@ func (e *Engine) reconcileShareGroups() {
 		err = r.Err()
 	}
 	if err != nil {
-		e.log.Warn("could not reload share groups", "key", e.k.ShareGroups(), "err", err)
+		if !errors.Is(err, context.Canceled) { // not the broker shutting down
+			e.log.Warn("could not reload share groups", "key", e.k.ShareGroups(), "err", err)
+		}
 		return
 	}
 	reg := map[string]bool{}

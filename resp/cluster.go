@@ -300,6 +300,7 @@ func (cl *cluster) loadFrom(ctx context.Context, addr string) ([]Shard, error) {
 		if err != nil {
 			return nil, fmt.Errorf("CLUSTER SLOTS on %s: %w", addr, err)
 		}
+		fillHosts(shards, addr)
 		return shards, nil
 	}
 	if err != nil {
@@ -309,7 +310,21 @@ func (cl *cluster) loadFrom(ctx context.Context, addr string) ([]Shard, error) {
 	if err != nil {
 		return nil, fmt.Errorf("CLUSTER SHARDS on %s: %w", addr, err)
 	}
+	fillHosts(shards, addr)
 	return shards, nil
+}
+
+// fillHosts completes addresses without a host (":port"): a node that
+// does not know its own IP (a cluster of one, before any peer told it)
+// announces none, meaning the host korvet reached the map's source at.
+func fillHosts(shards []Shard, from string) {
+	for i := range shards {
+		sh := &shards[i]
+		sh.Master = resolveAddr(sh.Master, from)
+		for j := range sh.Nodes {
+			sh.Nodes[j].Addr = resolveAddr(sh.Nodes[j].Addr, from)
+		}
+	}
 }
 
 // parseClusterShards reads CLUSTER SHARDS: per shard a map with "slots"

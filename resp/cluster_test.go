@@ -566,3 +566,35 @@ func TestClusterExecAllocs(t *testing.T) {
 		t.Fatalf("%v allocations per 2000-command Exec on one node", n)
 	}
 }
+
+// TestClusterOfOneNode: a node alone in its cluster announces no IP (it
+// learns its address from peers); the client uses the host it reached
+// it at.
+func TestClusterOfOneNode(t *testing.T) {
+	r := testbed.StartRedis(t, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf")
+	plain, err := resp.New(r.URL, resp.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	ctx := ctxT(t)
+	if _, err := plain.Do(ctx, "CLUSTER", "ADDSLOTSRANGE", 0, resp.SlotCount-1); err != nil {
+		t.Fatal(err)
+	}
+	testbed.WaitFor(t, 10*time.Second, "a cluster of one node is ok", func() bool {
+		r, err := plain.Do(ctx, "CLUSTER", "INFO")
+		return err == nil && strings.Contains(string(r.Bytes()), "cluster_state:ok")
+	})
+	c := newClient(t, r.URL, resp.Options{Cluster: true})
+	mustDo(t, c, "SET", "one", "node")
+	if got := mustDo(t, c, "GET", "one"); string(got.Bytes()) != "node" {
+		t.Fatalf("GET: %q", got.Raw)
+	}
+	shards, err := c.Shards(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(shards) != 1 || shards[0].Master != r.Addr || shards[0].SlotCount() != resp.SlotCount {
+		t.Fatalf("shards %+v, want one at %s with every slot", shards, r.Addr)
+	}
+}

@@ -3,6 +3,7 @@ package group
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -197,7 +198,9 @@ func (c *Coordinator) OwnershipChanged(ctx context.Context) int {
 	}
 	if err != nil {
 		c.complete.Store(false)
-		c.log.Warn("could not read the group registry", "key", c.k.Groups(), "err", err)
+		if !errors.Is(err, context.Canceled) { // not the broker shutting down
+			c.log.Warn("could not read the group registry", "key", c.k.Groups(), "err", err)
+		}
 		return n
 	}
 	complete := true
