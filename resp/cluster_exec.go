@@ -367,24 +367,33 @@ func (cl *cluster) assemble(p *Pipeline, units []*unit) (*Replies, error) {
 			rs.buf = redcon.AppendInt(rs.buf, sum)
 		}
 	}
-	b := rs.buf
-	off := 0
-	for len(b) > 0 {
-		n, v := redcon.ReadNextRESP(b)
-		if n == 0 {
-			rs.Release()
-			return nil, fmt.Errorf("resp: cluster: reassembled replies do not parse at byte %d", off)
-		}
-		rs.list = append(rs.list, Reply{v})
-		off += n
-		rs.ends = append(rs.ends, off)
-		b = b[n:]
+	if err := rs.index(); err != nil {
+		rs.Release()
+		return nil, fmt.Errorf("resp: cluster: reassembled replies: %w", err)
 	}
 	if len(rs.list) != p.n {
 		rs.Release()
 		return nil, fmt.Errorf("resp: cluster: %d replies for %d commands", len(rs.list), p.n)
 	}
 	return rs, nil
+}
+
+// index fills rs.list (and ends) from the whole replies copied into
+// rs.buf.
+func (rs *Replies) index() error {
+	b := rs.buf
+	off := 0
+	for len(b) > 0 {
+		n, v := redcon.ReadNextRESP(b)
+		if n == 0 {
+			return fmt.Errorf("they do not parse at byte %d", off)
+		}
+		rs.list = append(rs.list, Reply{v})
+		off += n
+		rs.ends = append(rs.ends, off)
+		b = b[n:]
+	}
+	return nil
 }
 
 // bindConn chooses the node of a cluster Conn from the first pipeline it

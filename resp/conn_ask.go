@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-
-	"github.com/tidwall/redcon"
 )
 
 // While a slot migrates, its keys move one MIGRATE at a time from the
@@ -125,18 +123,9 @@ func (pc *Conn) execAsking(ctx context.Context, p *Pipeline) (*Replies, error) {
 		}
 		out.buf = append(out.buf, rs.list[i].Raw...)
 	}
-	b := out.buf
-	off := 0
-	for len(b) > 0 {
-		n, v := redcon.ReadNextRESP(b)
-		if n == 0 {
-			out.Release()
-			return nil, fmt.Errorf("resp: replies after ASKING do not parse at byte %d", off)
-		}
-		out.list = append(out.list, Reply{v})
-		off += n
-		out.ends = append(out.ends, off)
-		b = b[n:]
+	if err := out.index(); err != nil {
+		out.Release()
+		return nil, fmt.Errorf("resp: replies after ASKING: %w", err)
 	}
 	return out, nil
 }
