@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"os/exec"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -17,191 +16,15 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/korvet/korvet/internal/testbed"
+	"github.com/korvet/korvet/internal/testbed/kafkaload"
 	"github.com/korvet/korvet/resp"
 )
 
-// ack is one acknowledged record: the producer's sequence number and where
-// korvet said it put it.
-type ack struct {
-	seq       int
-	partition int32
-	offset    int64
-}
-
-// loadProducer keeps producing records with sequence numbers in their
-// values (and keys key-000..key-199) through franz-go's default producer:
-// idempotent, acks=all, retrying without limit.
-type loadProducer struct {
-	cl     *kgo.Client
-	topic  string
-	stop   chan struct{}
-	done   chan struct{}
-	mu     sync.Mutex
-	acked  []ack
-	failed []error
-	sent   int
-}
-
-func startLoad(t *testing.T, addr, topic string, firstSeq int) *loadProducer {
-	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic(topic),
-		kgo.MaxBufferedRecords(2000), kgo.RetryBackoffFn(func(int) time.Duration { return 100 * time.Millisecond }))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	lp := &loadProducer{cl: cl, topic: topic, stop: make(chan struct{}), done: make(chan struct{})}
-	go func() {
-		defer close(lp.done)
-		for seq := firstSeq; ; seq++ {
-			select {
-			case <-lp.stop:
-				return
-			default:
-			}
-			lp.produce(seq)
-			if seq%100 == 99 {
-				time.Sleep(5 * time.Millisecond) // a steady stream, not a flood
-			}
-		}
-	}()
-	return lp
-}
-
-func (lp *loadProducer) produce(seq int) {
-	lp.mu.Lock()
-	lp.sent++
-	lp.mu.Unlock()
-	rec := &kgo.Record{Key: fmt.Appendf(nil, "key-%03d", seq%200), Value: fmt.Appendf(nil, "seq=%d", seq)}
-	lp.cl.Produce(context.Background(), rec, func(r *kgo.Record, err error) {
-		lp.mu.Lock()
-		defer lp.mu.Unlock()
-		if err != nil {
-			lp.failed = append(lp.failed, fmt.Errorf("seq %d: %w", seq, err))
-			return
-		}
-		lp.acked = append(lp.acked, ack{seq: seq, partition: r.Partition, offset: r.Offset})
-	})
-}
-
-func (lp *loadProducer) ackedCount() int {
-	lp.mu.Lock()
-	defer lp.mu.Unlock()
-	return len(lp.acked)
-}
-
-// waitAcked waits until n records are acknowledged.
-func (lp *loadProducer) waitAcked(t *testing.T, n int, within time.Duration) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for lp.ackedCount() < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("only %d of %d records acknowledged after %v", lp.ackedCount(), n, within)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// finish stops producing and waits until every record sent is answered.
-func (lp *loadProducer) finish(t *testing.T) {
-	t.Helper()
-	close(lp.stop)
-	<-lp.done
-	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
-	defer cancel()
-	if err := lp.cl.Flush(ctx); err != nil {
-		t.Fatalf("flush: %v", err)
-	}
-	lp.mu.Lock()
-	defer lp.mu.Unlock()
-	if len(lp.failed) > 0 {
-		t.Errorf("%d of %d records failed (franz-go retries without limit, so none should); first: %v", len(lp.failed), lp.sent, lp.failed[0])
-	}
-}
-
-// checkLog reads every partition of topic from the start and checks that
-// each acknowledged record is in the log exactly once, at the offset it
-// was acknowledged with, and that each partition holds its records in the
-// order they were sent (no record, acknowledged or not, twice). It returns
-// the last value per key.
-func checkLog(t *testing.T, addr, topic string, acked []ack) map[string]string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
-	defer cancel()
-	adm, err := kgo.NewClient(kgo.SeedBrokers(addr))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer adm.Close()
-	ends, err := kadm.NewClient(adm).ListEndOffsets(ctx, topic)
-	if err != nil {
-		t.Fatalf("list end offsets: %v", err)
-	}
-	want := map[int32]int64{}
-	total := int64(0)
-	ends.Each(func(o kadm.ListedOffset) {
-		want[o.Partition] = o.Offset
-		total += o.Offset
-	})
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	type pos struct {
-		p int32
-		o int64
-	}
-	at := map[pos]int{}              // seq at each offset
-	seen := map[int]int{}            // times each seq is in the log
-	lastSeq := map[int32]int{}       // per partition, to check order
-	next := map[int32]int64{}        // per partition, to check density
-	lastValue := map[string]string{} // per key
-	read := int64(0)
-	for read < total {
-		fs := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			t.Fatalf("read back %d of %d records: %v", read, total, ctx.Err())
-		}
-		for _, fe := range fs.Errors() {
-			t.Fatalf("read back: %s[%d]: %v", fe.Topic, fe.Partition, fe.Err)
-		}
-		fs.EachRecord(func(r *kgo.Record) {
-			read++
-			seq, err := strconv.Atoi(strings.TrimPrefix(string(r.Value), "seq="))
-			if err != nil {
-				t.Fatalf("record %d/%d: value %q", r.Partition, r.Offset, r.Value)
-			}
-			if r.Offset != next[r.Partition] {
-				t.Errorf("partition %d: offset %d after %d", r.Partition, r.Offset, next[r.Partition]-1)
-			}
-			next[r.Partition] = r.Offset + 1
-			if last, ok := lastSeq[r.Partition]; ok && seq <= last {
-				t.Errorf("partition %d offset %d: seq %d after seq %d (duplicate or out of order)", r.Partition, r.Offset, seq, last)
-			}
-			lastSeq[r.Partition] = seq
-			at[pos{r.Partition, r.Offset}] = seq
-			seen[seq]++
-			lastValue[string(r.Key)] = string(r.Value)
-		})
-	}
-	missing := 0
-	for _, a := range acked {
-		got, ok := at[pos{a.partition, a.offset}]
-		switch {
-		case !ok || got != a.seq:
-			if missing++; missing <= 10 {
-				t.Errorf("acknowledged seq %d at %d/%d: the log has %d there (present: %v)", a.seq, a.partition, a.offset, got, ok)
-			}
-		case seen[a.seq] != 1:
-			t.Errorf("acknowledged seq %d is in the log %d times", a.seq, seen[a.seq])
-		}
-	}
-	if missing > 0 {
-		t.Errorf("%d of %d acknowledged records are not where korvet said", missing, len(acked))
-	}
-	t.Logf("log of %s: %d records in %d partitions, %d acknowledged records all present once", topic, read, len(want), len(acked)-missing)
-	return lastValue
+// crashLoad is the produce load of these tests, from sequence number
+// first on: franz-go's default producer (idempotent, acks=all, retrying
+// without limit), backing off 100ms, with time to flush across a restart.
+func crashLoad(first int) kafkaload.Options {
+	return kafkaload.Options{FirstSeq: first, PauseEvery: 100, Backoff: 100 * time.Millisecond, FlushWithin: 120 * time.Second}
 }
 
 // groupConsumer consumes in a group and commits after every poll,
@@ -325,7 +148,7 @@ func TestCrashRecovery(t *testing.T) {
 		t.Fatalf("create topic: %v", err)
 	}
 
-	lp := startLoad(t, p.kafkaAddr, topic, 0)
+	lp := kafkaload.StartProducer(t, []string{p.kafkaAddr}, topic, crashLoad(0))
 	gc := startGroupConsumer(t, p.kafkaAddr, topic, group)
 	const kills = 3
 	commitsSeen := 0
@@ -334,16 +157,16 @@ func TestCrashRecovery(t *testing.T) {
 		// so each kill has commits to keep; and the kill lands in the
 		// middle of the produce stream.
 		gc.waitCommits(t, commitsSeen+1, 2*time.Minute)
-		lp.waitAcked(t, lp.ackedCount()+3000, 2*time.Minute)
+		lp.WaitMore(t, 3000, 2*time.Minute)
 		before, commits := gc.snapshot()
 		commitsSeen = commits
 		p.kill(t)
-		t.Logf("kill %d: %d records acknowledged, %d commits", i+1, lp.ackedCount(), commits)
+		t.Logf("kill %d: %d records acknowledged, %d commits", i+1, lp.AckedCount(), commits)
 		p.launch(t)
 		checkCommits(t, ctx, adm, topic, group, before, fmt.Sprintf("after kill %d", i+1))
 	}
-	lp.waitAcked(t, lp.ackedCount()+3000, 2*time.Minute)
-	lp.finish(t)
+	lp.WaitMore(t, 3000, 2*time.Minute)
+	acked := lp.Finish(t)
 
 	// The group resumes where its commits say.
 	committed, commits := gc.close()
@@ -352,9 +175,9 @@ func TestCrashRecovery(t *testing.T) {
 	got.Each(func(o kadm.OffsetResponse) { resume[o.Partition] = o.At })
 	t.Logf("group made %d commits; committed offsets %v", commits, resume)
 	// A tail of records so that every partition has some past the commits.
-	tail := startLoad(t, p.kafkaAddr, topic, lp.sent)
-	tail.waitAcked(t, 600, time.Minute)
-	tail.finish(t)
+	tail := kafkaload.StartProducer(t, []string{p.kafkaAddr}, topic, crashLoad(lp.Sent()))
+	tail.WaitMore(t, 600, time.Minute)
+	acked = append(acked, tail.Finish(t)...)
 	gcl, err := kgo.NewClient(kgo.SeedBrokers(p.kafkaAddr), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic), kgo.DisableAutoCommit())
 	if err != nil {
 		t.Fatal(err)
@@ -378,10 +201,7 @@ func TestCrashRecovery(t *testing.T) {
 		}
 	}
 
-	lp.mu.Lock()
-	acked := append(append([]ack(nil), lp.acked...), tail.acked...)
-	lp.mu.Unlock()
-	last := checkLog(t, p.kafkaAddr, topic, acked)
+	last := kafkaload.CheckLog(t, []string{p.kafkaAddr}, adm, topic, kafkaload.Check{Acked: acked, Within: 2 * time.Minute})
 
 	// The KV view converges on the log: every key reads as its last value.
 	hc := &http.Client{Timeout: 10 * time.Second}
@@ -477,12 +297,12 @@ func TestRedisOutage(t *testing.T) {
 	if _, err := kadm.NewClient(acl).CreateTopic(ctx, 2, 1, nil, topic); err != nil {
 		t.Fatalf("create topic: %v", err)
 	}
-	lp := startLoad(t, p.kafkaAddr, topic, 0)
-	lp.waitAcked(t, 3000, 2*time.Minute)
+	lp := kafkaload.StartProducer(t, []string{p.kafkaAddr}, topic, crashLoad(0))
+	lp.WaitMore(t, 3000, 2*time.Minute)
 
 	r.Stop()
 	down := time.Now()
-	atStop := lp.ackedCount()
+	atStop := lp.AckedCount()
 	waitStatus(t, p.httpBase+"/readyz", http.StatusServiceUnavailable, 30*time.Second)
 	pctx, pcancel := context.WithTimeout(ctx, 30*time.Second)
 	err := acl.ProduceSync(pctx, &kgo.Record{Topic: topic, Value: []byte("during the outage")}).FirstErr()
@@ -490,20 +310,17 @@ func TestRedisOutage(t *testing.T) {
 	expectStorageError(t, err, "Redis down")
 	time.Sleep(time.Until(down.Add(10 * time.Second))) // the outage lasts 10s, on purpose
 	p.alive(t)
-	duringOutage := lp.ackedCount() - atStop
+	duringOutage := lp.AckedCount() - atStop
 
 	r.Restart(t)
 	up := time.Now()
 	waitStatus(t, p.httpBase+"/readyz", http.StatusOK, time.Minute)
 	ready := time.Since(up)
-	lp.waitAcked(t, lp.ackedCount()+3000, 2*time.Minute)
-	lp.finish(t)
+	lp.WaitMore(t, 3000, 2*time.Minute)
+	acked := lp.Finish(t)
 	t.Logf("Redis down %v; %d records acknowledged at the stop, %d more while down (in flight); /readyz green %v after Redis returned; %d acknowledged in all",
-		up.Sub(down).Round(100*time.Millisecond), atStop, duringOutage, ready.Round(10*time.Millisecond), lp.ackedCount())
-	lp.mu.Lock()
-	acked := append([]ack(nil), lp.acked...)
-	lp.mu.Unlock()
-	checkLog(t, p.kafkaAddr, topic, acked)
+		up.Sub(down).Round(100*time.Millisecond), atStop, duringOutage, ready.Round(10*time.Millisecond), lp.AckedCount())
+	kafkaload.CheckLog(t, []string{p.kafkaAddr}, nil, topic, kafkaload.Check{Acked: acked, Within: 2 * time.Minute})
 	p.alive(t)
 }
 

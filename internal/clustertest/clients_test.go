@@ -4,48 +4,23 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/korvet/korvet/internal/testbed"
+	"github.com/korvet/korvet/internal/testbed/kafkaload"
 )
-
-// needClient skips t when a client program is missing, but fails it in
-// CI, where scripts/test.sh installs them.
-func needClient(t *testing.T, what string, cmd ...string) {
-	t.Helper()
-	if err := exec.Command(cmd[0], cmd[1:]...).Run(); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("%s is missing in CI: %v", what, err)
-		}
-		t.Skipf("%s is not installed: %v", what, err)
-	}
-}
-
-// runCmd runs a client with a deadline and returns its stdout; it fails
-// the test if the client fails.
-func runCmd(t *testing.T, within time.Duration, stdin []byte, name string, args ...string) string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), within)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, name, args...)
-	var out, errOut bytes.Buffer
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = bytes.NewReader(stdin), &out, &errOut
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("%s %s: %v (deadline %v)\nstderr:\n%s", name, strings.Join(args, " "), err, within, errOut.String())
-	}
-	return out.String()
-}
 
 // TestKcatThreeBrokers: kcat (librdkafka) given all three brokers
 // produces, one broker is killed, kcat produces more and consumes the
 // topic: every record once, in the order produced per partition.
 func TestKcatThreeBrokers(t *testing.T) {
 	needCluster(t)
-	needClient(t, "kcat", "kcat", "-V")
+	testbed.NeedClient(t, "kcat", "kcat", "-V")
 	c := startCluster(t, 3)
 	const topic = "kcat"
 	c.createTopic(topic, partitions, nil)
@@ -55,7 +30,7 @@ func TestKcatThreeBrokers(t *testing.T) {
 		for i := first; i < first+n; i++ {
 			fmt.Fprintf(&in, "key-%d:seq=%d\n", i, i)
 		}
-		out := runCmd(t, 90*time.Second, in.Bytes(), "kcat", "-b", bootstrap, "-P", "-t", topic, "-K:",
+		out := testbed.RunCmd(t, 90*time.Second, in.Bytes(), "kcat", "-b", bootstrap, "-P", "-t", topic, "-K:",
 			"-X", "enable.idempotence=true", "-X", "message.timeout.ms=60000", "-X", "topic.metadata.refresh.interval.ms=1000")
 		if strings.TrimSpace(out) != "" {
 			t.Logf("kcat -P printed: %s", out)
@@ -65,7 +40,7 @@ func TestKcatThreeBrokers(t *testing.T) {
 	killOne(t, c, topic)
 	produce(500, 500)
 
-	out := runCmd(t, 90*time.Second, nil, "kcat", "-b", bootstrap, "-C", "-t", topic, "-o", "beginning", "-e", "-q",
+	out := testbed.RunCmd(t, 90*time.Second, nil, "kcat", "-b", bootstrap, "-C", "-t", topic, "-o", "beginning", "-e", "-q",
 		"-f", "%p %o %k %s\n", "-X", "topic.metadata.refresh.interval.ms=1000")
 	checkLines(t, "kcat", out, 1000)
 }
@@ -125,7 +100,7 @@ func checkLines(t *testing.T, who, out string, n int) {
 func TestKafkaPythonThreeBrokers(t *testing.T) {
 	needCluster(t)
 	const py = "/usr/bin/python3"
-	needClient(t, "python3-confluent-kafka", py, "-c", "import confluent_kafka")
+	testbed.NeedClient(t, "python3-confluent-kafka", py, "-c", "import confluent_kafka")
 	c := startCluster(t, 3)
 	const topic, n = "python", 600
 	c.createTopic(topic, partitions, nil)
@@ -144,12 +119,12 @@ func TestKafkaPythonThreeBrokers(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	var acked []ack
+	var acked []kafkaload.Ack
 	produce := func(first, count int) {
-		out := runCmd(t, 120*time.Second, nil, py, script, "produce", bootstrap, topic, strconv.Itoa(first), strconv.Itoa(count))
+		out := testbed.RunCmd(t, 120*time.Second, nil, py, script, "produce", bootstrap, topic, strconv.Itoa(first), strconv.Itoa(count))
 		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
-			var a ack
-			if _, err := fmt.Sscanf(line, "acked %d %d seq=%d", &a.partition, &a.offset, &a.seq); err != nil {
+			var a kafkaload.Ack
+			if _, err := fmt.Sscanf(line, "acked %d %d seq=%d", &a.Partition, &a.Offset, &a.Seq); err != nil {
 				t.Fatalf("python printed %q", line)
 			}
 			acked = append(acked, a)
@@ -172,9 +147,9 @@ func TestKafkaPythonThreeBrokers(t *testing.T) {
 		}
 	}
 	for _, a := range acked {
-		if !got[fmt.Sprintf("seq=%d", a.seq)] {
-			t.Errorf("the python group never got seq=%d", a.seq)
+		if !got[fmt.Sprintf("seq=%d", a.Seq)] {
+			t.Errorf("the python group never got seq=%d", a.Seq)
 		}
 	}
-	checkLog(t, c.seeds(), topic, acked, nil)
+	kafkaload.CheckLog(t, c.seeds(), c.adm, topic, kafkaload.Check{Acked: acked})
 }

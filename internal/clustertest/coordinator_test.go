@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/korvet/korvet/internal/testbed"
+	"github.com/korvet/korvet/internal/testbed/kafkaload"
 )
 
 // TestCoordinatorFailover: two groups whose coordinators
@@ -24,7 +27,7 @@ func TestCoordinatorFailover(t *testing.T) {
 	coordinator := func(group string) int32 {
 		t.Helper()
 		var node int32
-		eventually(t, 20*time.Second, "coordinator of "+group, func() (bool, string) {
+		testbed.Eventually(t, 20*time.Second, "coordinator of "+group, func() (bool, string) {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
 			r := c.adm.FindGroupCoordinators(ctx, group)[group]
@@ -50,7 +53,7 @@ func TestCoordinatorFailover(t *testing.T) {
 	}
 	t.Logf("group %s coordinated by node %d, %s by node %d", names[0], coords[0], names[1], coords[1])
 
-	lp := startLoad(t, c.seeds(), topic)
+	lp := kafkaload.StartProducer(t, c.seeds(), topic, kafkaload.Options{})
 	var groups [2]*groupMembers
 	var watches [2]*commitWatch
 	for i, name := range names {
@@ -77,14 +80,14 @@ func TestCoordinatorFailover(t *testing.T) {
 		}
 	}
 
-	lp.waitMore(t, 200, 30*time.Second)
-	acked := lp.finish(t)
-	ends := endOffsets(t, c.adm, topic)
+	lp.WaitMore(t, 200, 30*time.Second)
+	acked := lp.Finish(t)
+	ends := kafkaload.EndOffsets(t, c.adm, topic)
 	for i, g := range groups {
 		g.waitConsumed(t, acked, 60*time.Second)
 		committed := g.close(t)
 		watches[i].finish(t)
 		checkResume(t, c.seeds(), c.adm, topic, names[i], committed, ends)
 	}
-	checkLog(t, c.seeds(), topic, acked, nil)
+	kafkaload.CheckLog(t, c.seeds(), c.adm, topic, kafkaload.Check{Acked: acked})
 }

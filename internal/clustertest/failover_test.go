@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/korvet/korvet/internal/testbed"
+	"github.com/korvet/korvet/internal/testbed/kafkaload"
 )
 
 const partitions = 6
@@ -20,7 +21,7 @@ const partitions = 6
 type workload struct {
 	t     *testing.T
 	c     *cluster
-	lp    *loadProducer
+	lp    *kafkaload.Producer
 	g     *groupMembers
 	topic string
 	group string
@@ -30,23 +31,23 @@ func runWorkload(t *testing.T, brokers int, proto848 bool, disrupt func(w *workl
 	c := startCluster(t, brokers)
 	w := &workload{t: t, c: c, topic: "orders", group: "billing"}
 	c.createTopic(w.topic, partitions, nil)
-	w.lp = startLoad(t, c.seeds(), w.topic)
+	w.lp = kafkaload.StartProducer(t, c.seeds(), w.topic, kafkaload.Options{})
 	w.g = startGroup(t, c.seeds(), w.topic, w.group, 3, proto848)
 	watch := watchCommits(c.adm, w.topic, w.group)
-	w.lp.waitMore(t, 300, 30*time.Second)
+	w.lp.WaitMore(t, 300, 30*time.Second)
 	w.g.waitCommits(t, 3, 30*time.Second)
 
 	disrupt(w)
 
 	// Producers and the group carry on.
-	w.lp.waitMore(t, 300, 30*time.Second)
+	w.lp.WaitMore(t, 300, 30*time.Second)
 	w.g.waitCommits(t, 3, 30*time.Second)
-	acked := w.lp.finish(t)
+	acked := w.lp.Finish(t)
 	w.g.waitConsumed(t, acked, 60*time.Second)
 	committed := w.g.close(t)
 	watch.finish(t)
-	checkLog(t, c.seeds(), w.topic, acked, nil)
-	checkResume(t, c.seeds(), c.adm, w.topic, w.group, committed, endOffsets(t, c.adm, w.topic))
+	kafkaload.CheckLog(t, c.seeds(), c.adm, w.topic, kafkaload.Check{Acked: acked})
+	checkResume(t, c.seeds(), c.adm, w.topic, w.group, committed, kafkaload.EndOffsets(t, c.adm, w.topic))
 }
 
 // busiest is the live broker that leads the most partitions (the lowest
@@ -58,11 +59,11 @@ func (w *workload) busiest() (*testbed.Korvet, []int32) {
 		if !k.Running() {
 			continue
 		}
-		if best < 0 || len(ledBy(leaders, k.NodeID)) > len(ledBy(leaders, best)) {
+		if best < 0 || len(kafkaload.LedBy(leaders, k.NodeID)) > len(kafkaload.LedBy(leaders, best)) {
 			best = k.NodeID
 		}
 	}
-	ps := ledBy(leaders, best)
+	ps := kafkaload.LedBy(leaders, best)
 	if len(ps) == 0 {
 		w.t.Fatalf("no live broker leads a partition of %s: %v", w.topic, leaders)
 	}
@@ -88,7 +89,7 @@ func (w *workload) killBusiest() *testbed.Korvet {
 	w.t.Logf("SIGKILL node %d, leader of partitions %v", victim.NodeID, moved)
 	t0 := time.Now()
 	victim.Kill()
-	w.c.waitLeaders(w.topic, partitions, 30*time.Second, func(m map[int32]int32) bool { return len(ledBy(m, victim.NodeID)) == 0 })
+	w.c.waitLeaders(w.topic, partitions, 30*time.Second, func(m map[int32]int32) bool { return len(kafkaload.LedBy(m, victim.NodeID)) == 0 })
 	moveTook := time.Since(t0)
 	produceTook := measureFailover(w.t, w.lp, fmt.Sprintf("SIGKILL of node %d", victim.NodeID), t0, moved, 30*time.Second)
 	w.t.Logf("metadata showed new leaders %v after the kill", moveTook.Round(time.Millisecond))
@@ -119,12 +120,12 @@ func TestBrokerComesBack(t *testing.T) {
 	needCluster(t)
 	runWorkload(t, 3, false, func(w *workload) {
 		victim := w.killBusiest()
-		w.lp.waitMore(t, 200, 30*time.Second)
+		w.lp.WaitMore(t, 200, 30*time.Second)
 		t0 := time.Now()
 		victim.Restart(t)
 		w.c.waitBrokers(w.topic, w.live(nil), 3*lease)
-		leaders := w.c.waitLeaders(w.topic, partitions, 30*time.Second, func(m map[int32]int32) bool { return len(ledBy(m, victim.NodeID)) > 0 })
-		back := ledBy(leaders, victim.NodeID)
+		leaders := w.c.waitLeaders(w.topic, partitions, 30*time.Second, func(m map[int32]int32) bool { return len(kafkaload.LedBy(m, victim.NodeID)) > 0 })
+		back := kafkaload.LedBy(leaders, victim.NodeID)
 		t.Logf("node %d back after %v, leading %v", victim.NodeID, time.Since(t0).Round(time.Millisecond), back)
 		// Records written after it took them back are on it.
 		measureFailover(t, w.lp, fmt.Sprintf("restart of node %d", victim.NodeID), time.Now(), back, 30*time.Second)
@@ -141,7 +142,7 @@ func TestRollingRestart(t *testing.T) {
 	runWorkload(t, 3, false, func(w *workload) {
 		for _, k := range w.c.brokers {
 			leaders := w.c.waitLeaders(w.topic, partitions, 20*time.Second, func(map[int32]int32) bool { return true })
-			led := ledBy(leaders, k.NodeID)
+			led := kafkaload.LedBy(leaders, k.NodeID)
 			t0 := time.Now()
 			k.Stop()
 			t.Logf("node %d (leader of %v) stopped by SIGTERM in %v", k.NodeID, led, time.Since(t0).Round(time.Millisecond))
@@ -151,7 +152,7 @@ func TestRollingRestart(t *testing.T) {
 			}
 			k.Restart(t)
 			w.c.waitBrokers(w.topic, w.live(nil), 3*lease)
-			w.lp.waitMore(t, 100, 30*time.Second)
+			w.lp.WaitMore(t, 100, 30*time.Second)
 			w.g.waitCommits(t, 1, 30*time.Second)
 		}
 	})

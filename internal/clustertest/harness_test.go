@@ -2,22 +2,19 @@ package clustertest
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"slices"
 	"sort"
-	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/korvet/korvet/internal/testbed"
+	"github.com/korvet/korvet/internal/testbed/kafkaload"
 )
 
 func TestMain(m *testing.M) {
@@ -56,23 +53,11 @@ func startCluster(t *testing.T, n int) *cluster {
 	t.Helper()
 	r := testbed.StartRedis(t)
 	c := &cluster{t: t, redis: r, brokers: testbed.StartCluster(t, r.URL, n)}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...), kgo.MetadataMinAge(100*time.Millisecond),
-		kgo.RetryBackoffFn(func(int) time.Duration { return 100 * time.Millisecond }))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	c.adm = kadm.NewClient(cl)
+	c.adm = kafkaload.Admin(t, c.seeds())
 	return c
 }
 
-func (c *cluster) seeds() []string {
-	s := make([]string, len(c.brokers))
-	for i, k := range c.brokers {
-		s[i] = k.KafkaAddr
-	}
-	return s
-}
+func (c *cluster) seeds() []string { return kafkaload.Seeds(c.brokers) }
 
 func (c *cluster) broker(node int32) *testbed.Korvet {
 	for _, k := range c.brokers {
@@ -84,60 +69,24 @@ func (c *cluster) broker(node int32) *testbed.Korvet {
 	return nil
 }
 
-// createTopic creates topic with n partitions and the given configs.
+// createTopic creates topic with n partitions and the given configs;
+// every partition has a leader before the test starts.
 func (c *cluster) createTopic(topic string, partitions int32, configs map[string]*string) {
 	c.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	res, err := c.adm.CreateTopic(ctx, partitions, 1, configs, topic)
-	if err == nil {
-		err = res.Err
-	}
-	if err != nil {
-		c.t.Fatalf("create topic %s: %v", topic, err)
-	}
-	// Every partition has a leader before the test starts.
-	c.waitLeaders(topic, partitions, 20*time.Second, func(map[int32]int32) bool { return true })
+	kafkaload.CreateTopic(c.t, c.adm, topic, partitions, configs, 20*time.Second)
 }
 
 // leaders asks the cluster who leads each partition of topic and which
-// brokers are live (the admin client skips dead brokers).
+// brokers are live.
 func (c *cluster) leaders(topic string) (map[int32]int32, []int32, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	md, err := c.adm.Metadata(ctx, topic)
-	if err != nil {
-		return nil, nil, err
-	}
-	td, ok := md.Topics[topic]
-	if !ok || td.Err != nil {
-		return nil, nil, fmt.Errorf("topic %s: %v", topic, td.Err)
-	}
-	out := map[int32]int32{}
-	for p, d := range td.Partitions {
-		if d.Err == nil && d.Leader >= 0 {
-			out[p] = d.Leader
-		}
-	}
-	var nodes []int32
-	for _, b := range md.Brokers {
-		nodes = append(nodes, b.NodeID)
-	}
-	slices.Sort(nodes)
-	return out, nodes, nil
+	return kafkaload.Leaders(c.adm, topic)
 }
 
 // waitLeaders waits until every partition of topic has a leader and ok
 // holds for the leader map, and returns that map.
 func (c *cluster) waitLeaders(topic string, partitions int32, within time.Duration, ok func(map[int32]int32) bool) map[int32]int32 {
 	c.t.Helper()
-	var last map[int32]int32
-	eventually(c.t, within, "leaders of "+topic, func() (bool, string) {
-		m, _, err := c.leaders(topic)
-		last = m
-		return err == nil && len(m) == int(partitions) && ok(m), fmt.Sprintf("leaders %v, error %v", m, err)
-	})
-	return last
+	return kafkaload.WaitLeaders(c.t, c.adm, topic, partitions, within, ok)
 }
 
 // waitBrokers waits until Metadata lists exactly the given live brokers.
@@ -150,163 +99,16 @@ func (c *cluster) waitBrokers(topic string, want []int32, within time.Duration) 
 	})
 }
 
-// eventually polls cond until it holds, failing the test with cond's
-// last word on the state when within passes first.
-func eventually(t *testing.T, within time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v (last: %s)", what, within, state)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// ledBy lists the partitions a node leads, sorted.
-func ledBy(leaders map[int32]int32, node int32) []int32 {
-	var ps []int32
-	for p, n := range leaders {
-		if n == node {
-			ps = append(ps, p)
-		}
-	}
-	slices.Sort(ps)
-	return ps
-}
-
-// ack is one acknowledged record: its sequence number, where korvet put
-// it, when it was handed to the client and when it was acknowledged.
-type ack struct {
-	seq       int
-	partition int32
-	offset    int64
-	sent      time.Time
-	acked     time.Time
-}
-
-// loadProducer produces numbered, keyed records (value "seq=N", key
-// key-NNN) with franz-go's idempotent acks=all producer, retrying without
-// limit, seeded with every broker.
-type loadProducer struct {
-	cl     *kgo.Client
-	stop   chan struct{}
-	done   chan struct{}
-	mu     sync.Mutex
-	acked  []ack
-	failed []error
-	sent   int
-}
-
-func startLoad(t *testing.T, seeds []string, topic string, extra ...kgo.Opt) *loadProducer {
-	t.Helper()
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic(topic),
-		kgo.MaxBufferedRecords(2000), kgo.MetadataMinAge(100 * time.Millisecond),
-		kgo.RetryBackoffFn(func(int) time.Duration { return 50 * time.Millisecond })}, extra...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	lp := &loadProducer{cl: cl, stop: make(chan struct{}), done: make(chan struct{})}
-	go func() {
-		defer close(lp.done)
-		for seq := 0; ; seq++ {
-			select {
-			case <-lp.stop:
-				return
-			default:
-			}
-			lp.produce(seq)
-			if seq%20 == 19 {
-				time.Sleep(5 * time.Millisecond) // a steady stream, not a flood
-			}
-		}
-	}()
-	return lp
-}
-
-func (lp *loadProducer) produce(seq int) {
-	lp.mu.Lock()
-	lp.sent++
-	lp.mu.Unlock()
-	sent := time.Now()
-	rec := &kgo.Record{Key: fmt.Appendf(nil, "key-%03d", seq%200), Value: fmt.Appendf(nil, "seq=%d", seq)}
-	lp.cl.Produce(context.Background(), rec, func(r *kgo.Record, err error) {
-		now := time.Now()
-		lp.mu.Lock()
-		defer lp.mu.Unlock()
-		if err != nil {
-			lp.failed = append(lp.failed, fmt.Errorf("seq %d: %w", seq, err))
-			return
-		}
-		lp.acked = append(lp.acked, ack{seq: seq, partition: r.Partition, offset: r.Offset, sent: sent, acked: now})
-	})
-}
-
-func (lp *loadProducer) ackedCount() int {
-	lp.mu.Lock()
-	defer lp.mu.Unlock()
-	return len(lp.acked)
-}
-
-// waitMore waits until n more records than now are acknowledged.
-func (lp *loadProducer) waitMore(t *testing.T, n int, within time.Duration) {
-	t.Helper()
-	want := lp.ackedCount() + n
-	testbed.WaitFor(t, within, fmt.Sprintf("%d acknowledged records", want), func() bool { return lp.ackedCount() >= want })
-}
-
-// firstAckAfter is, per partition in ps, the first acknowledgement of a
-// record handed to the client after t0 (so written after t0); ok false
-// while one of them has none yet.
-func (lp *loadProducer) firstAckAfter(t0 time.Time, ps []int32) (map[int32]time.Time, bool) {
-	lp.mu.Lock()
-	defer lp.mu.Unlock()
-	first := map[int32]time.Time{}
-	for _, a := range lp.acked {
-		if !a.sent.After(t0) || !slices.Contains(ps, a.partition) {
-			continue
-		}
-		if f, ok := first[a.partition]; !ok || a.acked.Before(f) {
-			first[a.partition] = a.acked
-		}
-	}
-	return first, len(first) == len(ps)
-}
-
-// finish stops producing, waits until every record sent is answered and
-// returns the acknowledgements; no record may fail.
-func (lp *loadProducer) finish(t *testing.T) []ack {
-	t.Helper()
-	close(lp.stop)
-	<-lp.done
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	if err := lp.cl.Flush(ctx); err != nil {
-		t.Fatalf("flush: %v", err)
-	}
-	lp.mu.Lock()
-	defer lp.mu.Unlock()
-	if len(lp.failed) > 0 {
-		t.Errorf("%d of %d records failed (franz-go retries retriable errors without limit, so none should); first: %v", len(lp.failed), lp.sent, lp.failed[0])
-	}
-	return slices.Clone(lp.acked)
-}
-
 // measureFailover waits until every partition in moved took a record
 // handed to the producer after t0, logs the time from t0 to the first and
 // to the last such acknowledgement, and prints a line "failover: ...ms"
 // for scripts.
-func measureFailover(t *testing.T, lp *loadProducer, what string, t0 time.Time, moved []int32, within time.Duration) time.Duration {
+func measureFailover(t *testing.T, lp *kafkaload.Producer, what string, t0 time.Time, moved []int32, within time.Duration) time.Duration {
 	t.Helper()
 	var first map[int32]time.Time
 	testbed.WaitFor(t, within, fmt.Sprintf("a produce to each of partitions %v after %s", moved, what), func() bool {
 		var ok bool
-		first, ok = lp.firstAckAfter(t0, moved)
+		first, ok = lp.FirstAckAfter(t0, moved)
 		return ok
 	})
 	var lo, hi time.Duration
@@ -320,106 +122,6 @@ func measureFailover(t *testing.T, lp *loadProducer, what string, t0 time.Time, 
 	t.Logf("%s: first produce to a moved partition after %v, to all %d moved partitions %v after", what, lo.Round(time.Millisecond), len(moved), hi.Round(time.Millisecond))
 	fmt.Printf("failover: %dms (%s, first moved partition; all %d after %dms)\n", lo.Milliseconds(), what, len(moved), hi.Milliseconds())
 	return hi
-}
-
-// unanswered marks, in checkLog's extra, a record whose produce got no
-// answer: it may be in the log, once.
-const unanswered = -2
-
-// checkLog reads every partition of topic from the start with a fresh
-// consumer and checks that each acknowledged record is in the log exactly
-// once, at the offset it was acknowledged with, that offsets are dense and
-// that each partition holds the producer's records in the order sent. A
-// value that is not "seq=N" must be in extra (value -> where it was
-// acknowledged; offset -1: it must not be in the log at all; unanswered:
-// at most once).
-func checkLog(t *testing.T, seeds []string, topic string, acked []ack, extra map[string]int64) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	acl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer acl.Close()
-	total, parts := int64(0), 0
-	for _, end := range endOffsets(t, kadm.NewClient(acl), topic) {
-		total += end
-		parts++
-	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	type pos struct {
-		p int32
-		o int64
-	}
-	at := map[pos]int{}        // seq at each offset
-	seen := map[int]int{}      // times each seq is in the log
-	lastSeq := map[int32]int{} // per partition, to check order
-	next := map[int32]int64{}  // per partition, to check density
-	read := int64(0)
-	for read < total {
-		fs := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			t.Fatalf("read back %d of %d records: %v", read, total, ctx.Err())
-		}
-		for _, fe := range fs.Errors() {
-			t.Fatalf("read back: %s[%d]: %v", fe.Topic, fe.Partition, fe.Err)
-		}
-		fs.EachRecord(func(r *kgo.Record) {
-			read++
-			if r.Offset != next[r.Partition] {
-				t.Errorf("partition %d: offset %d after %d", r.Partition, r.Offset, next[r.Partition]-1)
-			}
-			next[r.Partition] = r.Offset + 1
-			seq, err := strconv.Atoi(strings.TrimPrefix(string(r.Value), "seq="))
-			if err != nil || !strings.HasPrefix(string(r.Value), "seq=") {
-				want, ok := extra[string(r.Value)]
-				switch {
-				case !ok:
-					t.Errorf("%d/%d: record %q that nobody produced", r.Partition, r.Offset, r.Value)
-				case want == unanswered:
-					// Never answered: it may be in the log, once.
-				case want < 0:
-					t.Errorf("%d/%d: record %q is in the log, but its produce failed", r.Partition, r.Offset, r.Value)
-				case want != r.Offset:
-					t.Errorf("%d/%d: record %q acknowledged at offset %d", r.Partition, r.Offset, r.Value, want)
-				}
-				delete(extra, string(r.Value)) // a second copy is then "nobody produced"
-				return
-			}
-			if last, ok := lastSeq[r.Partition]; ok && seq <= last {
-				t.Errorf("partition %d offset %d: seq %d after seq %d (duplicate or out of order)", r.Partition, r.Offset, seq, last)
-			}
-			lastSeq[r.Partition] = seq
-			at[pos{r.Partition, r.Offset}] = seq
-			seen[seq]++
-		})
-	}
-	for v, o := range extra {
-		if o >= 0 {
-			t.Errorf("record %q was acknowledged at offset %d but is not in the log", v, o)
-		}
-	}
-	missing := 0
-	for _, a := range acked {
-		got, ok := at[pos{a.partition, a.offset}]
-		switch {
-		case !ok || got != a.seq:
-			if missing++; missing <= 10 {
-				t.Errorf("acknowledged seq %d at %d/%d: the log has %d there (present: %v)", a.seq, a.partition, a.offset, got, ok)
-			}
-		case seen[a.seq] != 1:
-			t.Errorf("acknowledged seq %d is in the log %d times", a.seq, seen[a.seq])
-		}
-	}
-	if missing > 0 {
-		t.Errorf("%d of %d acknowledged records are not where korvet said", missing, len(acked))
-	}
-	t.Logf("log of %s: %d records in %d partitions; %d acknowledged records checked", topic, read, parts, len(acked))
 }
 
 // groupMembers is a consumer group of several kgo members that commit
@@ -534,14 +236,14 @@ func (g *groupMembers) waitCommits(t *testing.T, n int, within time.Duration) {
 
 // waitConsumed waits until the group has delivered every acknowledged
 // record at least once.
-func (g *groupMembers) waitConsumed(t *testing.T, acked []ack, within time.Duration) {
+func (g *groupMembers) waitConsumed(t *testing.T, acked []kafkaload.Ack, within time.Duration) {
 	t.Helper()
-	eventually(t, within, fmt.Sprintf("group %s delivers every acknowledged record", g.group), func() (bool, string) {
+	testbed.Eventually(t, within, fmt.Sprintf("group %s delivers every acknowledged record", g.group), func() (bool, string) {
 		g.mu.Lock()
 		defer g.mu.Unlock()
 		missing := 0
 		for _, a := range acked {
-			if g.consumed[a.partition][a.offset] == 0 {
+			if g.consumed[a.Partition][a.Offset] == 0 {
 				missing++
 			}
 		}
@@ -691,45 +393,4 @@ func keys[V any](m map[int32]V) []int32 {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
 	return out
-}
-
-// endOffsets lists the end offset of each partition of topic.
-func endOffsets(t *testing.T, adm *kadm.Client, topic string) map[int32]int64 {
-	t.Helper()
-	// Leadership may still be settling (a broker just came back and takes
-	// its partitions again): retriable answers are asked again until the
-	// deadline.
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		ends, err := adm.ListEndOffsets(ctx, topic)
-		cancel()
-		if err == nil {
-			err = ends.Error()
-		}
-		if err == nil {
-			out := map[int32]int64{}
-			ends.Each(func(o kadm.ListedOffset) { out[o.Partition] = o.Offset })
-			return out
-		}
-		if !retriable(err) || time.Now().After(deadline) {
-			t.Fatalf("list end offsets: %v", err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
-// retriable tells whether a kadm error, which may wrap several shard
-// errors, is one a client retries.
-func retriable(err error) bool {
-	var se *kadm.ShardErrors
-	if errors.As(err, &se) {
-		for _, e := range se.Errs {
-			if !kerr.IsRetriable(e.Err) {
-				return false
-			}
-		}
-		return true
-	}
-	return kerr.IsRetriable(err)
 }

@@ -12,6 +12,9 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/korvet/korvet/internal/testbed"
+	"github.com/korvet/korvet/internal/testbed/kafkaload"
 )
 
 // rawProducer sends Produce requests (v7, acks=all, no idempotence) of one
@@ -197,7 +200,7 @@ func TestRawProducerOneBroker(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, 10*time.Second, "answers", func() (bool, string) {
+	testbed.Eventually(t, 10*time.Second, "answers", func() (bool, string) {
 		n := rp.unanswered()
 		return n == 0, fmt.Sprintf("%d unanswered", n)
 	})
@@ -210,5 +213,5 @@ func TestRawProducerOneBroker(t *testing.T) {
 		extra[s.value] = a.offset
 	}
 	rp.mu.Unlock()
-	checkLog(t, c.seeds(), "raw", nil, extra)
+	kafkaload.CheckLog(t, c.seeds(), c.adm, "raw", kafkaload.Check{Extra: extra})
 }

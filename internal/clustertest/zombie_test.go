@@ -8,6 +8,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/korvet/korvet/internal/testbed"
+	"github.com/korvet/korvet/internal/testbed/kafkaload"
 )
 
 // TestZombieLeader: a leader is SIGSTOPped with produce requests in
@@ -26,8 +29,8 @@ func TestZombieLeader(t *testing.T) {
 	w := &workload{t: t, c: c, topic: topic}
 	// Short request timeouts: the producer gives up on the stalled broker
 	// and retries elsewhere within seconds.
-	w.lp = startLoad(t, c.seeds(), topic, kgo.ProduceRequestTimeout(2*time.Second), kgo.RequestTimeoutOverhead(time.Second))
-	w.lp.waitMore(t, 300, 30*time.Second)
+	w.lp = kafkaload.StartProducer(t, c.seeds(), topic, kafkaload.Options{Client: []kgo.Opt{kgo.ProduceRequestTimeout(2 * time.Second), kgo.RequestTimeoutOverhead(time.Second)}})
+	w.lp.WaitMore(t, 300, 30*time.Second)
 
 	zombie, led := w.busiest()
 	p := led[0]
@@ -56,7 +59,7 @@ func TestZombieLeader(t *testing.T) {
 			time.Sleep(2 * time.Millisecond)
 		}
 	}()
-	eventually(t, 10*time.Second, "answers before the stop", func() (bool, string) {
+	testbed.Eventually(t, 10*time.Second, "answers before the stop", func() (bool, string) {
 		rp.mu.Lock()
 		defer rp.mu.Unlock()
 		return len(rp.answers) >= 20, fmt.Sprintf("%d answers", len(rp.answers))
@@ -66,7 +69,7 @@ func TestZombieLeader(t *testing.T) {
 	t.Logf("SIGSTOP node %d, leader of %v, with %d raw produce requests unanswered", zombie.NodeID, led, rp.unanswered())
 	// More requests reach its socket while it is stopped.
 	sentAtStop := rp.sentCount()
-	eventually(t, 10*time.Second, "requests sent to the stopped broker", func() (bool, string) {
+	testbed.Eventually(t, 10*time.Second, "requests sent to the stopped broker", func() (bool, string) {
 		n := rp.sentCount() - sentAtStop
 		return n >= 20, fmt.Sprintf("%d sent", n)
 	})
@@ -76,7 +79,7 @@ func TestZombieLeader(t *testing.T) {
 	}
 
 	// The others take over once its lease lapses and accept writes.
-	c.waitLeaders(topic, partitions, 30*time.Second, func(m map[int32]int32) bool { return len(ledBy(m, zombie.NodeID)) == 0 })
+	c.waitLeaders(topic, partitions, 30*time.Second, func(m map[int32]int32) bool { return len(kafkaload.LedBy(m, zombie.NodeID)) == 0 })
 	measureFailover(t, w.lp, fmt.Sprintf("SIGSTOP of node %d", zombie.NodeID), paused, led, 30*time.Second)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...), kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.ProduceRequestTimeout(2*time.Second), kgo.RequestTimeoutOverhead(time.Second))
@@ -101,7 +104,7 @@ func TestZombieLeader(t *testing.T) {
 
 	// SIGCONT: every raw request gets its answer (or the connection ends).
 	zombie.Resume()
-	eventually(t, 30*time.Second, "answers to the zombie's requests", func() (bool, string) {
+	testbed.Eventually(t, 30*time.Second, "answers to the zombie's requests", func() (bool, string) {
 		rp.mu.Lock()
 		defer rp.mu.Unlock()
 		n := len(rp.sent) - len(rp.answers)
@@ -114,7 +117,7 @@ func TestZombieLeader(t *testing.T) {
 		switch {
 		case !ok:
 			none++
-			extra[s.value] = unanswered
+			extra[s.value] = kafkaload.Unanswered
 		case a.code != 0:
 			failed++
 			extra[s.value] = -1
@@ -139,8 +142,8 @@ func TestZombieLeader(t *testing.T) {
 
 	// Its clients move on: the producer keeps getting acknowledgements,
 	// the zombie registers again.
-	w.lp.waitMore(t, 300, 30*time.Second)
+	w.lp.WaitMore(t, 300, 30*time.Second)
 	c.waitBrokers(topic, []int32{1, 2, 3}, 30*time.Second)
-	acked := w.lp.finish(t)
-	checkLog(t, c.seeds(), topic, acked, extra)
+	acked := w.lp.Finish(t)
+	kafkaload.CheckLog(t, c.seeds(), c.adm, topic, kafkaload.Check{Acked: acked, Extra: extra})
 }

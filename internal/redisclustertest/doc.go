@@ -3,7 +3,8 @@
 // internal/testbed.StartRedisCluster, real korvet processes with
 // redis.cluster = true, driven by real Kafka clients (franz-go, kcat,
 // Debian's python3-confluent-kafka) while masters are killed and slots
-// move between them. It has no code outside its tests.
+// move between them. It has no code outside its tests; the load producer,
+// the tail consumer and the log checks are internal/testbed/kafkaload.
 //
 //	go test -count=1 ./internal/redisclustertest/       # all, about 2 minutes
 //	go test -count=1 -run TestKillMaster -v ./internal/redisclustertest/

@@ -2,10 +2,12 @@ package redisclustertest
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/korvet/korvet/internal/testbed"
+	"github.com/korvet/korvet/internal/testbed/kafkaload"
 )
 
 // TestKillMasterDuringProduce: franz-go's idempotent acks=all producer
@@ -23,12 +25,12 @@ func TestKillMasterDuringProduce(t *testing.T) {
 	e := startEnv(t, 1, "redis.wait_replicas = 1\nredis.wait_timeout = \"1s\"\n")
 	const topic = "payments"
 	e.createTopic(topic, 3, nil)
-	lp := startLoad(t, e.seeds(), topic)
-	tc := startTail(t, e.seeds(), topic)
-	lp.waitMore(t, 500, 30*time.Second)
+	lp := kafkaload.StartProducer(t, e.seeds(), topic, kafkaload.Options{})
+	tc := kafkaload.StartTail(t, e.seeds(), topic)
+	lp.WaitMore(t, 500, 30*time.Second)
 
 	victim := e.rc.MasterOf(t, partitionTag(topic, 0))
-	before := lp.ackedCount()
+	before := lp.AckedCount()
 	t0 := time.Now()
 	e.rc.Kill(t, victim)
 	t.Logf("SIGKILL master %s (serves %s) after %d acknowledged records", victim.Addr, partitionTag(topic, 0), before)
@@ -39,27 +41,27 @@ func TestKillMasterDuringProduce(t *testing.T) {
 		t.Fatalf("partition 0's slot is served by %s, not the promoted replica %s", got.Addr, promoted.Addr)
 	}
 	// The other shards carry on meanwhile.
-	lp.waitMore(t, 200, 30*time.Second)
+	lp.WaitMore(t, 200, 30*time.Second)
 
 	// The killed node comes back (AOF) and becomes the new master's
 	// replica: appends to partition 0 can be confirmed again.
 	victim.Restart(t)
 	t1 := time.Now()
-	eventually(t, 30*time.Second, promoted.Addr+" has a replica again", func() (bool, string) {
+	testbed.Eventually(t, 30*time.Second, promoted.Addr+" has a replica again", func() (bool, string) {
 		info, _ := e.rc.Do(t, promoted, "INFO", "replication").(string)
 		return strings.Contains(info, "connected_slaves:1") && strings.Contains(info, "state=online"), info
 	})
 	e.rc.WaitOK(t)
 	t.Logf("%s restarted; a replica of %s again %v later", victim.Addr, promoted.Addr, time.Since(t1).Round(time.Millisecond))
 
-	firstAfter := lp.waitPartition(t, 0, before, 60*time.Second)
+	firstAfter := lp.WaitPartition(t, 0, before, 60*time.Second)
 	t.Logf("first record acknowledged on partition 0 after the kill: %v after the kill, %v after the restart", firstAfter.Sub(t0).Round(time.Millisecond), firstAfter.Sub(t1).Round(time.Millisecond))
 	fmt.Printf("master failover: promoted in %dms; partition 0 took writes again %dms after the kill, %dms after the old master returned as replica\n",
 		promotedIn.Milliseconds(), firstAfter.Sub(t0).Milliseconds(), firstAfter.Sub(t1).Milliseconds())
-	lp.waitMore(t, 500, 60*time.Second)
-	acked := lp.finish(t)
-	tc.waitAll(t, acked, 60*time.Second)
-	checkLog(t, e.seeds(), e.adm, topic, acked)
+	lp.WaitMore(t, 500, 60*time.Second)
+	acked := lp.Finish(t)
+	tc.WaitAll(t, acked, 60*time.Second)
+	kafkaload.CheckLog(t, e.seeds(), e.adm, topic, kafkaload.Check{Acked: acked, ReadPastRetriable: true})
 }
 
 // TestTwoBrokersOnCluster: korvet brokers 1 and 2 (2s lease) on the
@@ -73,77 +75,27 @@ func TestTwoBrokersOnCluster(t *testing.T) {
 	const topic, partitions = "shipments", 6
 	e.createTopic(topic, partitions, nil)
 	leaders := e.waitLeaders(topic, partitions, 30*time.Second, func(m map[int32]int32) bool {
-		return len(ledBy(m, 1)) > 0 && len(ledBy(m, 2)) > 0
+		return len(kafkaload.LedBy(m, 1)) > 0 && len(kafkaload.LedBy(m, 2)) > 0
 	})
-	moved := ledBy(leaders, 2)
+	moved := kafkaload.LedBy(leaders, 2)
 	t.Logf("leaders %v", leaders)
-	lp := startLoad(t, e.seeds(), topic)
-	tc := startTail(t, e.seeds(), topic)
-	lp.waitMore(t, 500, 30*time.Second)
+	lp := kafkaload.StartProducer(t, e.seeds(), topic, kafkaload.Options{})
+	tc := kafkaload.StartTail(t, e.seeds(), topic)
+	lp.WaitMore(t, 500, 30*time.Second)
 
-	before := lp.ackedCount()
+	before := lp.AckedCount()
 	t0 := time.Now()
 	e.brokers[1].Kill()
 	t.Logf("SIGKILL broker 2, leader of %v", moved)
-	e.waitLeaders(topic, partitions, 20*time.Second, func(m map[int32]int32) bool { return len(ledBy(m, 1)) == partitions })
+	e.waitLeaders(topic, partitions, 20*time.Second, func(m map[int32]int32) bool { return len(kafkaload.LedBy(m, 1)) == partitions })
 	took := time.Since(t0)
 	t.Logf("broker 1 leads every partition %v after the kill", took.Round(time.Millisecond))
 	fmt.Printf("broker failover: %dms until broker 1 led all %d partitions\n", took.Milliseconds(), partitions)
 	for _, p := range moved {
-		lp.waitPartition(t, p, before, 30*time.Second)
+		lp.WaitPartition(t, p, before, 30*time.Second)
 	}
-	lp.waitMore(t, 300, 30*time.Second)
-	acked := lp.finish(t)
-	tc.waitAll(t, acked, 60*time.Second)
-	checkLog(t, []string{e.brokers[0].KafkaAddr}, e.adm, topic, acked)
-}
-
-// ledBy lists the partitions a node leads, sorted.
-func ledBy(leaders map[int32]int32, node int32) []int32 {
-	var ps []int32
-	for p, n := range leaders {
-		if n == node {
-			ps = append(ps, p)
-		}
-	}
-	slices.Sort(ps)
-	return ps
-}
-
-// partitionAcked polls until a record to partition p is acknowledged
-// after the first `after` acknowledgements and returns when it was; ok
-// is false if none was within.
-func (lp *loadProducer) partitionAcked(p int32, after int, within time.Duration) (at time.Time, ok bool) {
-	deadline := time.Now().Add(within)
-	for time.Now().Before(deadline) {
-		lp.mu.Lock()
-		for _, a := range lp.acked[min(after, len(lp.acked)):] {
-			if a.partition == p {
-				lp.mu.Unlock()
-				return a.at, true
-			}
-		}
-		lp.mu.Unlock()
-		time.Sleep(5 * time.Millisecond)
-	}
-	return time.Time{}, false
-}
-
-// waitPartition waits until a record to partition p is acknowledged
-// after the first `after` acknowledgements, and returns when it was.
-func (lp *loadProducer) waitPartition(t *testing.T, p int32, after int, within time.Duration) time.Time {
-	t.Helper()
-	var at time.Time
-	eventually(t, within, fmt.Sprintf("an acknowledged record on partition %d", p), func() (bool, string) {
-		lp.mu.Lock()
-		defer lp.mu.Unlock()
-		for _, a := range lp.acked[min(after, len(lp.acked)):] {
-			if a.partition == p {
-				at = a.at
-				return true, ""
-			}
-		}
-		return false, fmt.Sprintf("%d acknowledged in all; the producer retried %s", len(lp.acked), lp.log.summary())
-	})
-	return at
+	lp.WaitMore(t, 300, 30*time.Second)
+	acked := lp.Finish(t)
+	tc.WaitAll(t, acked, 60*time.Second)
+	kafkaload.CheckLog(t, []string{e.brokers[0].KafkaAddr}, e.adm, topic, kafkaload.Check{Acked: acked, ReadPastRetriable: true})
 }

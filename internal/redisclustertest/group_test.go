@@ -8,6 +8,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/korvet/korvet/internal/testbed/kafkaload"
 )
 
 // TestConsumerGroupOnCluster: a consumer group on the Redis Cluster
@@ -140,5 +142,5 @@ func consumerGroup(t *testing.T, e *env) {
 			t.Errorf("after the restart partition %d is committed at %d (present %v), want %d", p, o.At, ok, n/partitions)
 		}
 	}
-	checkRecords(t, "after the restart", asRecords(readAll(t, e.seeds(), adm, topic, 60*time.Second)), want)
+	checkRecords(t, "after the restart", asRecords(kafkaload.ReadAll(t, e.seeds(), adm, topic, 60*time.Second)), want)
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/korvet/korvet/internal/testbed"
+	"github.com/korvet/korvet/internal/testbed/kafkaload"
 )
 
 // TestReshardDuringTraffic: a producer and a consumer run against a
@@ -76,12 +77,12 @@ func TestReshardDuringTraffic(t *testing.T) {
 	t.Logf("moving slots %d-%d (partitions %v) from %s to %s and back", lowest, lowest+n-1, moving, from.Addr, to.Addr)
 
 	e.createTopic(topic, partitions, nil)
-	lp := startLoad(t, e.seeds(), topic)
-	tc := startTail(t, e.seeds(), topic)
-	lp.waitMore(t, 500, 30*time.Second)
+	lp := kafkaload.StartProducer(t, e.seeds(), topic, kafkaload.Options{})
+	tc := kafkaload.StartTail(t, e.seeds(), topic)
+	lp.WaitMore(t, 500, 30*time.Second)
 
 	for i, hop := range [][2]*testbed.Redis{{from, to}, {to, from}} {
-		before := lp.ackedCount()
+		before := lp.AckedCount()
 		t0 := time.Now()
 		e.rc.Reshard(t, hop[0], hop[1], n)
 		took := time.Since(t0)
@@ -103,20 +104,20 @@ func TestReshardDuringTraffic(t *testing.T) {
 				}
 			}
 		}
-		acks := lp.ackedCount() - before
+		acks := lp.AckedCount() - before
 		t.Logf("move %d: %d slots %s -> %s in %v, %d records acknowledged meanwhile", i+1, n, hop[0].Addr, hop[1].Addr, took.Round(time.Millisecond), acks)
 		fmt.Printf("reshard: %d slots in %dms, %d records acknowledged during it\n", n, took.Milliseconds(), acks)
 		// The moved partitions take writes on their new master.
-		after := lp.ackedCount()
+		after := lp.AckedCount()
 		for _, p := range moving {
-			lp.waitPartition(t, p, after, 30*time.Second)
+			lp.WaitPartition(t, p, after, 30*time.Second)
 		}
 	}
 
-	lp.waitMore(t, 300, 30*time.Second)
-	acked := lp.finish(t)
-	tc.waitAll(t, acked, 60*time.Second)
-	checkLog(t, e.seeds(), e.adm, topic, acked)
+	lp.WaitMore(t, 300, 30*time.Second)
+	acked := lp.Finish(t)
+	tc.WaitAll(t, acked, 60*time.Second)
+	kafkaload.CheckLog(t, e.seeds(), e.adm, topic, kafkaload.Check{Acked: acked, ReadPastRetriable: true})
 	if r := e.redirects(); r != "" {
 		t.Logf("korvet's Redis client followed redirects %s", r)
 	}
@@ -146,17 +147,17 @@ func TestAppendDuringSlotMigration(t *testing.T) {
 		}
 	}
 	e.createTopic(topic, partitions, nil)
-	lp := startLoad(t, e.seeds(), topic)
-	tc := startTail(t, e.seeds(), topic)
-	lp.waitMore(t, 500, 30*time.Second)
+	lp := kafkaload.StartProducer(t, e.seeds(), topic, kafkaload.Options{})
+	tc := kafkaload.StartTail(t, e.seeds(), topic)
+	lp.WaitMore(t, 500, 30*time.Second)
 
 	stage := func(what string) {
 		t.Helper()
 		t0 := time.Now()
-		if at, ok := lp.partitionAcked(p, lp.ackedCount(), 15*time.Second); ok {
+		if at, ok := lp.PartitionAcked(p, lp.AckedCount(), 15*time.Second); ok {
 			t.Logf("%s: partition %d took a write after %v", what, p, at.Sub(t0).Round(time.Millisecond))
 		} else {
-			t.Errorf("%s: partition %d took no write within 15s (the producer retried %s)", what, p, lp.log.summary())
+			t.Errorf("%s: partition %d took no write within 15s (the producer retried %s)", what, p, lp.Retried())
 		}
 	}
 	if src := e.rc.BeginMigration(t, slot, to); src != from {
@@ -166,15 +167,15 @@ func TestAppendDuringSlotMigration(t *testing.T) {
 	e.rc.MigrateKeys(t, slot, from, to)
 	stage(fmt.Sprintf("slot %d MIGRATING, keys on the target", slot))
 	e.rc.EndMigration(t, slot, to)
-	lp.waitPartition(t, p, lp.ackedCount(), 30*time.Second)
+	lp.WaitPartition(t, p, lp.AckedCount(), 30*time.Second)
 	if got := e.rc.MasterOf(t, partitionTag(topic, p)); got != to {
 		t.Fatalf("slot %d is on %s after the migration, not %s", slot, got.Addr, to.Addr)
 	}
 
-	lp.waitMore(t, 300, 30*time.Second)
-	acked := lp.finish(t)
-	tc.waitAll(t, acked, 60*time.Second)
-	checkLog(t, e.seeds(), e.adm, topic, acked)
+	lp.WaitMore(t, 300, 30*time.Second)
+	acked := lp.Finish(t)
+	tc.WaitAll(t, acked, 60*time.Second)
+	kafkaload.CheckLog(t, e.seeds(), e.adm, topic, kafkaload.Check{Acked: acked, ReadPastRetriable: true})
 	if r := e.redirects(); r != "" {
 		t.Logf("korvet's Redis client followed redirects %s", r)
 	}

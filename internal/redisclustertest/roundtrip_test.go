@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -16,6 +15,9 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/korvet/korvet/internal/testbed"
+	"github.com/korvet/korvet/internal/testbed/kafkaload"
 )
 
 // rtPartitions is the partition count of the round-trip topic.
@@ -71,9 +73,9 @@ func genRecords(seed uint64, n int, source string, fixed []kgo.RecordHeader) []r
 // the same order per partition, every record once.
 func TestRoundTripClients(t *testing.T) {
 	needRedisCluster(t)
-	needClient(t, "kcat", "kcat", "-V")
+	testbed.NeedClient(t, "kcat", "kcat", "-V")
 	const py = "/usr/bin/python3"
-	needClient(t, "python3-confluent-kafka", py, "-c", "import confluent_kafka")
+	testbed.NeedClient(t, "python3-confluent-kafka", py, "-c", "import confluent_kafka")
 	roundTrip(t, startEnv(t, 1, ""))
 }
 
@@ -115,7 +117,7 @@ func roundTrip(t *testing.T, e *env) {
 				in.WriteByte(0x1e)
 			}
 		}
-		runCmd(t, 60*time.Second, in.Bytes(), "kcat", "-b", bootstrap, "-P", "-t", topic, "-p", strconv.Itoa(int(p)),
+		testbed.RunCmd(t, 60*time.Second, in.Bytes(), "kcat", "-b", bootstrap, "-P", "-t", topic, "-p", strconv.Itoa(int(p)),
 			"-D", `\x1e`, "-K", `\x1f`, "-H", "source=kcat", "-H", "h2=v=2",
 			"-X", "enable.idempotence=true")
 	}
@@ -131,7 +133,7 @@ func roundTrip(t *testing.T, e *env) {
 		in.Write(jsonRecord(t, r))
 		in.WriteByte('\n')
 	}
-	out := runCmd(t, 60*time.Second, in.Bytes(), py, script, "produce", bootstrap, topic)
+	out := testbed.RunCmd(t, 60*time.Second, in.Bytes(), py, script, "produce", bootstrap, topic)
 	if n := strings.Count(out, "acked "); n != len(fromPy) {
 		t.Fatalf("python acknowledged %d of %d records:\n%s", n, len(fromPy), out)
 	}
@@ -139,10 +141,10 @@ func roundTrip(t *testing.T, e *env) {
 	want := append(append(append([]record(nil), fromKgo...), fromKcat...), fromPy...)
 
 	t.Run("franz-go", func(t *testing.T) {
-		checkRecords(t, "franz-go", asRecords(readAll(t, e.seeds(), e.adm, topic, 60*time.Second)), want)
+		checkRecords(t, "franz-go", asRecords(kafkaload.ReadAll(t, e.seeds(), e.adm, topic, 60*time.Second)), want)
 	})
 	t.Run("python", func(t *testing.T) {
-		out := runCmd(t, 60*time.Second, nil, py, script, "consume", bootstrap, topic, strconv.Itoa(rtPartitions), strconv.Itoa(len(want)))
+		out := testbed.RunCmd(t, 60*time.Second, nil, py, script, "consume", bootstrap, topic, strconv.Itoa(rtPartitions), strconv.Itoa(len(want)))
 		var got []record
 		sc := bufio.NewScanner(strings.NewReader(out))
 		sc.Buffer(nil, 1<<20)
@@ -154,25 +156,10 @@ func roundTrip(t *testing.T, e *env) {
 	t.Run("kcat", func(t *testing.T) {
 		// %K/%S give the key's and value's lengths, so binary bytes
 		// are read exactly; the headers are text.
-		out := runCmd(t, 60*time.Second, nil, "kcat", "-b", bootstrap, "-C", "-t", topic, "-o", "beginning", "-e", "-q",
+		out := testbed.RunCmd(t, 60*time.Second, nil, "kcat", "-b", bootstrap, "-C", "-t", topic, "-o", "beginning", "-e", "-q",
 			"-f", `%p %o %K %S %k%s %h\n`)
 		checkRecords(t, "kcat", parseKcat(t, []byte(out)), want)
 	})
-}
-
-// runCmd runs a client with a deadline and returns its stdout; it fails
-// the test if the client fails.
-func runCmd(t *testing.T, within time.Duration, stdin []byte, name string, args ...string) string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), within)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, name, args...)
-	var out, errOut bytes.Buffer
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = bytes.NewReader(stdin), &out, &errOut
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("%s %s: %v (deadline %v)\nstderr:\n%s", name, strings.Join(args, " "), err, within, errOut.String())
-	}
-	return out.String()
 }
 
 // jsonRec is a record as the python client reads and writes it: bytes

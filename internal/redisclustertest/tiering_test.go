@@ -13,6 +13,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/korvet/korvet/internal/testbed"
+	"github.com/korvet/korvet/internal/testbed/kafkaload"
 	"github.com/korvet/korvet/resp"
 )
 
@@ -53,7 +55,7 @@ func TestTieringOnCluster(t *testing.T) {
 	}
 
 	warehouse := filepath.Join(e.brokers[0].DataDir, "warehouse")
-	eventually(t, 60*time.Second, "sealed segments archived and dropped from Redis", func() (bool, string) {
+	testbed.Eventually(t, 60*time.Second, "sealed segments archived and dropped from Redis", func() (bool, string) {
 		streams, err := e.segmentStreams(topic)
 		if err != nil {
 			return false, err.Error()
@@ -92,7 +94,7 @@ func TestTieringOnCluster(t *testing.T) {
 	}
 	t.Logf("%d parquet files in %s", len(parquetFiles(warehouse)), warehouse)
 
-	checkRecords(t, "read from offset 0", asRecords(readAll(t, e.seeds(), e.adm, topic, 60*time.Second)), want)
+	checkRecords(t, "read from offset 0", asRecords(kafkaload.ReadAll(t, e.seeds(), e.adm, topic, 60*time.Second)), want)
 }
 
 // parquetFiles lists the .parquet files under dir.

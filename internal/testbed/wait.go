@@ -17,3 +17,20 @@ func WaitFor(tb testing.TB, within time.Duration, what string, cond func() bool)
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// Eventually polls cond until it holds, failing the test with cond's last
+// word on the state (its second result) when within passes first.
+func Eventually(tb testing.TB, within time.Duration, what string, cond func() (bool, string)) {
+	tb.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		ok, state := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("%s: not within %v (last: %s)", what, within, state)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
