@@ -396,30 +396,9 @@ func (rs *Replies) index() error {
 	return nil
 }
 
-// bindConn chooses the node of a cluster Conn from the first pipeline it
-// runs: the master of its first keyed command.
-func (cl *cluster) bindConn(ctx context.Context, p *Pipeline) (*Client, error) {
-	if err := p.Err(); err != nil {
-		return nil, err
-	}
-	buf := p.buf
-	for i := 0; i < p.n; i++ {
-		cmd, argc, rest, err := nextCommand(buf)
-		if err != nil {
-			return nil, err
-		}
-		buf = rest
-		if r := routeOf(cmd, argc); r.slot >= 0 {
-			return cl.owner(ctx, r.slot)
-		}
-	}
-	return cl.anyMaster(ctx)
-}
-
-// checkConn refuses, before sending, a command of p whose slot another
-// node serves than the one the Conn is bound to. The error wraps a MOVED
-// *Error, so IsRedirect tells the caller to take a new Conn.
-func (cl *cluster) checkConn(ctx context.Context, bound *Client, p *Pipeline) error {
+// eachRoute calls fn with each command of p and its route, until fn
+// says stop or fails.
+func eachRoute(p *Pipeline, fn func(cmd []byte, r route) (more bool, err error)) error {
 	if err := p.Err(); err != nil {
 		return err
 	}
@@ -430,24 +409,52 @@ func (cl *cluster) checkConn(ctx context.Context, bound *Client, p *Pipeline) er
 			return err
 		}
 		buf = rest
-		r := routeOf(cmd, argc)
-		if r.kind == keysAll && r.other != nil {
-			return crossSlotError(r.key, r.slot, r.other, r.otherSlot)
-		}
-		if r.slot < 0 {
-			continue
-		}
-		n, err := cl.owner(ctx, r.slot)
-		if err != nil {
+		if more, err := fn(cmd, routeOf(cmd, argc)); err != nil || !more {
 			return err
-		}
-		if n != bound {
-			return fmt.Errorf("resp: cluster Conn is bound to %s but key %q (slot %d) is served by %s: %w",
-				bound.cfg.Addr, r.key, r.slot, n.cfg.Addr,
-				&Error{Prefix: "MOVED", Msg: strconv.Itoa(r.slot) + " " + n.cfg.Addr})
 		}
 	}
 	return nil
+}
+
+// bindConn chooses the node of a cluster Conn from the first pipeline it
+// runs: the master of its first keyed command.
+func (cl *cluster) bindConn(ctx context.Context, p *Pipeline) (*Client, error) {
+	slot := -1
+	err := eachRoute(p, func(_ []byte, r route) (bool, error) {
+		slot = r.slot
+		return slot < 0, nil
+	})
+	switch {
+	case err != nil:
+		return nil, err
+	case slot >= 0:
+		return cl.owner(ctx, slot)
+	}
+	return cl.anyMaster(ctx)
+}
+
+// checkConn refuses, before sending, a command of p whose slot another
+// node serves than the one the Conn is bound to. The error wraps a MOVED
+// *Error, so IsRedirect tells the caller to take a new Conn.
+func (cl *cluster) checkConn(ctx context.Context, bound *Client, p *Pipeline) error {
+	return eachRoute(p, func(_ []byte, r route) (bool, error) {
+		if r.kind == keysAll && r.other != nil {
+			return false, crossSlotError(r.key, r.slot, r.other, r.otherSlot)
+		}
+		if r.slot < 0 {
+			return true, nil
+		}
+		n, err := cl.owner(ctx, r.slot)
+		if err != nil {
+			return false, err
+		}
+		if n != bound {
+			return false, fmt.Errorf("resp: cluster Conn is bound to %s but key %q (slot %d) is served by %s: %w",
+				bound.cfg.Addr, r.key, r.slot, n.cfg.Addr,
+				&Error{Prefix: "MOVED", Msg: strconv.Itoa(r.slot) + " " + n.cfg.Addr})
+		}
+		return true, nil
+	})
 }
 
 // noteRedirects makes the client learn from redirect replies a Conn got

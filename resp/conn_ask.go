@@ -59,22 +59,13 @@ func (pc *Conn) followAsk(ctx context.Context, p *Pipeline, slot int, addr strin
 // checkAskSlot refuses, before sending, a key of p outside slot: ASKING
 // only opens the slot being imported.
 func checkAskSlot(p *Pipeline, slot int) error {
-	if err := p.Err(); err != nil {
-		return err
-	}
-	buf := p.buf
-	for i := 0; i < p.n; i++ {
-		cmd, argc, rest, err := nextCommand(buf)
-		if err != nil {
-			return err
-		}
-		buf = rest
-		if r := routeOf(cmd, argc); r.slot >= 0 && r.slot != slot {
-			return fmt.Errorf("resp: cluster Conn follows the migration of slot %d, but key %q is in slot %d: %w",
+	return eachRoute(p, func(_ []byte, r route) (bool, error) {
+		if r.slot >= 0 && r.slot != slot {
+			return false, fmt.Errorf("resp: cluster Conn follows the migration of slot %d, but key %q is in slot %d: %w",
 				slot, r.key, r.slot, &Error{Prefix: "TRYAGAIN", Msg: "slot " + strconv.Itoa(slot) + " is migrating"})
 		}
-	}
-	return nil
+		return true, nil
+	})
 }
 
 // execAsking runs p with ASKING before each command outside a MULTI and
@@ -84,14 +75,7 @@ func (pc *Conn) execAsking(ctx context.Context, p *Pipeline) (*Replies, error) {
 	defer pc.c.putPipeline(q)
 	asked := make([]bool, 0, 2*p.n) // per command of q: an ASKING of ours
 	inMulti := false
-	buf := p.buf
-	for i := 0; i < p.n; i++ {
-		cmd, argc, rest, err := nextCommand(buf)
-		if err != nil {
-			return nil, err
-		}
-		buf = rest
-		kind := routeOf(cmd, argc).kind
+	err := eachRoute(p, func(cmd []byte, r route) (bool, error) {
 		if !inMulti {
 			q.Cmd("ASKING")
 			asked = append(asked, true)
@@ -99,12 +83,16 @@ func (pc *Conn) execAsking(ctx context.Context, p *Pipeline) (*Replies, error) {
 		q.buf = append(q.buf, cmd...)
 		q.n++
 		asked = append(asked, false)
-		switch kind {
+		switch r.kind {
 		case keysMulti:
 			inMulti = true
 		case keysClose:
 			inMulti = false
 		}
+		return true, nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	rs, err := pc.c.exec(ctx, pc.cn, q)
 	if err != nil {
