@@ -62,6 +62,7 @@ func (e *Engine) runMovesSharded(ctx context.Context, parts []*Partition, args [
 	type state struct {
 		cur   string
 		epoch int32
+		inst  string // the lease token the move writes
 		gone  bool
 		skip  bool // refused or failed
 	}
@@ -161,12 +162,14 @@ func (e *Engine) runMovesSharded(ctx context.Context, parts []*Partition, args [
 				continue
 			}
 		}
+		s.inst = inst
 		pl.Cmd("EVALSHA", casScript.sha, 1, parts[i].metaKey, s.cur, s.epoch, a.target, inst)
 		todo = append(todo, i)
 	}
 	if len(todo) == 0 {
 		return firstErr
 	}
+	var won []casWin
 	for attempt := 0; ; attempt++ {
 		rs, err := e.rc.Exec(ctx, &pl)
 		if err != nil {
@@ -176,42 +179,100 @@ func (e *Engine) runMovesSharded(ctx context.Context, parts []*Partition, args [
 		for j := range todo {
 			noScript = noScript || isNoScript(rs.At(j).Err())
 		}
-		if noScript && attempt == 0 {
-			// Only the scripts NOSCRIPT refused did not run; every other
-			// one did and is answered below on the second try by its
-			// compare failing, so resend only the refused ones.
-			var retry []int
-			var again resp.Pipeline
-			for j, i := range todo {
-				if isNoScript(rs.At(j).Err()) {
-					s := &st[i]
-					again.Cmd("EVALSHA", casScript.sha, 1, parts[i].metaKey, s.cur, s.epoch, args[i].target, e.instFor(args[i], leases))
-					retry = append(retry, i)
-				} else {
-					e.casDone(ctx, parts[i], rs.At(j), done, &firstErr)
-				}
-			}
-			rs.Release()
-			if err := casScript.load(ctx, e.rc); err != nil {
-				return err
-			}
-			todo, pl = retry, again
-			continue
-		}
+		// Only the scripts NOSCRIPT refused did not run: on the first
+		// try those are sent again once the script is loaded.
+		var retry []int
+		var again resp.Pipeline
 		for j, i := range todo {
-			e.casDone(ctx, parts[i], rs.At(j), done, &firstErr)
+			r := rs.At(j)
+			if noScript && attempt == 0 && isNoScript(r.Err()) {
+				s := &st[i]
+				again.Cmd("EVALSHA", casScript.sha, 1, parts[i].metaKey, s.cur, s.epoch, args[i].target, s.inst)
+				retry = append(retry, i)
+				continue
+			}
+			if w, ok := e.casTook(parts[i], r, done, &firstErr); ok {
+				won = append(won, w)
+			}
 		}
 		rs.Release()
-		return firstErr
+		if len(retry) == 0 {
+			break
+		}
+		if err := casScript.load(ctx, e.rc); err != nil {
+			return err
+		}
+		todo, pl = retry, again
 	}
+	e.announceMoves(ctx, won, done)
+	return firstErr
 }
 
-// instFor is the lease token a move writes as leader_instance.
-func (e *Engine) instFor(a moveArgs, leases map[string]string) string {
-	if a.claim {
-		return a.token
+// casWin is a move casScript made.
+type casWin struct {
+	p             *Partition
+	leader, epoch int32
+}
+
+// casTook reads casScript's reply: a move that took is returned for
+// announceMoves; one that did not is reported at once.
+func (e *Engine) casTook(p *Partition, r resp.Reply, done func(p *Partition, ok bool, leader, epoch int32), firstErr *error) (casWin, bool) {
+	if err := r.Err(); err != nil {
+		if *firstErr == nil {
+			*firstErr = fmt.Errorf("move leadership of %s/%d: %w", p.t.name, p.id, err)
+		}
+		return casWin{}, false
 	}
-	return leases[strconv.Itoa(int(a.target))]
+	var f []resp.Reply
+	res, leader, epoch, ok := parseMove(r, &f)
+	if !ok {
+		return casWin{}, false
+	}
+	if res != 1 {
+		p.observe(leader, epoch)
+		done(p, false, leader, epoch)
+		return casWin{}, false
+	}
+	return casWin{p: p, leader: leader, epoch: epoch}, true
+}
+
+// announceMoves is step 4, one round trip for all the moves: each is
+// announced in the events stream, and undone if its topic was deleted
+// between step 1 and the write (the write brought its meta hash back).
+func (e *Engine) announceMoves(ctx context.Context, won []casWin, done func(p *Partition, ok bool, leader, epoch int32)) {
+	if len(won) == 0 {
+		return
+	}
+	var pl resp.Pipeline
+	for _, w := range won {
+		e.events.Append(&pl, events.Leader, "topic", w.p.t.name, "partition", strconv.Itoa(int(w.p.id)),
+			"leader", strconv.Itoa(int(w.leader)), "epoch", strconv.Itoa(int(w.epoch)))
+		pl.Cmd("HEXISTS", e.k.Topics(), w.p.t.name)
+	}
+	rs, err := e.rc.Exec(ctx, &pl)
+	if err != nil {
+		e.log.Warn("announce partition leaders", "partitions", len(won), "err", err)
+	}
+	var undo resp.Pipeline
+	for i, w := range won {
+		if err == nil {
+			if n, herr := rs.At(2*i + 1).Int(); herr == nil && n == 0 {
+				undo.Cmd("UNLINK", w.p.metaKey)
+				done(w.p, false, -1, 0)
+				continue
+			}
+		}
+		w.p.observe(w.leader, w.epoch)
+		done(w.p, true, w.leader, w.epoch)
+	}
+	if err == nil {
+		rs.Release()
+	}
+	if undo.Len() > 0 {
+		if rs, err := e.rc.Exec(ctx, &undo); err == nil {
+			rs.Release()
+		}
+	}
 }
 
 // refused reports a move that the leases or epochs ruled out.
@@ -222,42 +283,4 @@ func (e *Engine) refused(p *Partition, cur string, epoch int32, done func(p *Par
 	}
 	p.observe(leader, epoch)
 	done(p, false, leader, epoch)
-}
-
-// casDone handles casScript's reply: a move that took is announced (step
-// 4) and undone if the topic was deleted meanwhile.
-func (e *Engine) casDone(ctx context.Context, p *Partition, r resp.Reply, done func(p *Partition, ok bool, leader, epoch int32), firstErr *error) {
-	if err := r.Err(); err != nil {
-		if *firstErr == nil {
-			*firstErr = fmt.Errorf("move leadership of %s/%d: %w", p.t.name, p.id, err)
-		}
-		return
-	}
-	var f []resp.Reply
-	res, leader, epoch, ok := parseMove(r, &f)
-	if !ok {
-		return
-	}
-	if res == 1 {
-		var pl resp.Pipeline
-		e.events.Append(&pl, events.Leader, "topic", p.t.name, "partition", strconv.Itoa(int(p.id)),
-			"leader", strconv.Itoa(int(leader)), "epoch", strconv.Itoa(int(epoch)))
-		pl.Cmd("HEXISTS", e.k.Topics(), p.t.name)
-		if rs, err := e.rc.Exec(ctx, &pl); err == nil {
-			n, herr := rs.At(1).Int()
-			gone := herr == nil && n == 0
-			rs.Release()
-			if gone {
-				// The topic was deleted between step 1 and the write:
-				// remove the meta hash the write brought back.
-				_, _ = e.rc.Do(ctx, "UNLINK", p.metaKey)
-				done(p, false, -1, 0)
-				return
-			}
-		} else {
-			e.log.Warn("announce partition leader", "topic", p.t.name, "partition", p.id, "err", err)
-		}
-	}
-	p.observe(leader, epoch)
-	done(p, res == 1, leader, epoch)
 }
