@@ -190,23 +190,30 @@ func TestClassicGroupMovesCoordinator(t *testing.T) {
 		}
 	}
 	// Members rejoin at the new coordinator with their ids and keep
-	// their place: the generation moves on from the stored one.
-	var wg2 sync.WaitGroup
+	// their place: the generation moves on from the stored one. The
+	// leader goes first: a follower rejoining a Stable group with
+	// unchanged protocols is answered at once with the current
+	// generation (as Kafka does), so the order is fixed for the test.
 	again := make([]JoinResult, 2)
-	for i, r := range res {
+	errs := make([]error, 2)
+	var wg2 sync.WaitGroup
+	rejoin := func(i int, id string) {
 		wg2.Add(1)
 		go func() {
 			defer wg2.Done()
-			var err error
-			if again[i], err = join(t, c2, r.MemberID); err != nil {
-				t.Errorf("rejoin at c2: %v", err)
-			}
+			again[i], errs[i] = join(t, c2, id)
 		}()
 	}
+	rejoin(0, leader.MemberID)
+	testbed.WaitFor(t, 5*time.Second, "the leader's rejoin to start a rebalance at c2", func() bool {
+		d, _ := c2.Describe("g")
+		return d.State == PreparingRebalance
+	})
+	rejoin(1, follower.MemberID)
 	wg2.Wait()
-	for i := range again {
-		if again[i].MemberID != res[i].MemberID || again[i].Generation <= leader.Generation {
-			t.Fatalf("rejoin %d at c2: %+v (was %+v)", i, again[i], res[i])
+	for i, id := range []string{leader.MemberID, follower.MemberID} {
+		if errs[i] != nil || again[i].MemberID != id || again[i].Generation <= leader.Generation {
+			t.Fatalf("rejoin %d at c2: %+v %v (was generation %d)", i, again[i], errs[i], leader.Generation)
 		}
 	}
 }
