@@ -96,6 +96,15 @@ func (s Space) Segments(topic string, partition int32) string {
 	return s.prefix + ":meta:segments:" + s.part(topic, partition)
 }
 
+// Aborted is a stream per partition with one entry per aborted
+// transaction, ID "<offset of its abort marker>-1", fields "pid" (the
+// producer id) and "first" (the offset of the transaction's first record
+// in the partition): the aborted-transaction index that read_committed
+// fetches return. Entries below the log start are trimmed.
+func (s Space) Aborted(topic string, partition int32) string {
+	return s.prefix + ":meta:aborted:" + s.part(topic, partition)
+}
+
 // Events is a stream through which brokers sharing this keyspace tell
 // each other that shared state changed (package engine/events).
 func (s Space) Events() string { return s.meta() + "events" }
@@ -145,6 +154,25 @@ func (s Space) ConsumerGroupState(group string) string {
 // cannot hold ':', so the last ':' splits the field.
 func (s Space) GroupOffsets(group string) string {
 	return s.groups() + "group:" + group + ":offsets"
+}
+
+// GroupTxnOffsets is a hash of a group's offsets committed inside open
+// transactions (TxnOffsetCommit): "<producer id>:topic:partition" -> the
+// offset, encoded as in GroupOffsets. A commit marker moves them to
+// GroupOffsets, an abort drops them.
+func (s Space) GroupTxnOffsets(group string) string {
+	return s.groups() + "group:" + group + ":txnoffsets"
+}
+
+// Transactions is a hash of the transaction coordinator's state:
+// transactional id -> JSON (producer id and epoch, the previous ones,
+// timeout, state, partitions and groups in the transaction, times). On a
+// Redis Cluster it has a slot of its own ({txns}).
+func (s Space) Transactions() string {
+	if s.cluster {
+		return s.prefix + ":{txns}:transactions"
+	}
+	return s.prefix + ":meta:transactions"
 }
 
 // SCRAM is a hash per SASL mechanism ("SCRAM-SHA-256", "SCRAM-SHA-512"):

@@ -21,6 +21,9 @@ func TestKeysPinned(t *testing.T) {
 		{s.Batches("t", 0), "korvet:meta:batches:t:0"},
 		{s.Segments("t", 0), "korvet:meta:segments:t:0"},
 		{s.ColdGarbage(), "korvet:meta:coldgc"},
+		{s.Aborted("t", 0), "korvet:meta:aborted:t:0"},
+		{s.Transactions(), "korvet:meta:transactions"},
+		{s.GroupTxnOffsets("g"), "korvet:group:g:txnoffsets"},
 		{s.Events(), "korvet:meta:events"},
 		{s.Brokers(), "korvet:meta:brokers"},
 		{s.BrokerLease(3), "korvet:meta:broker:3"},
@@ -44,6 +47,9 @@ func TestKeysPinned(t *testing.T) {
 		{c.Batches("t", 0), "korvet:meta:batches:{t:0}"},
 		{c.Segments("t", 0), "korvet:meta:segments:{t:0}"},
 		{c.ColdGarbage(), "korvet:{meta}:coldgc"},
+		{c.Aborted("t", 0), "korvet:meta:aborted:{t:0}"},
+		{c.Transactions(), "korvet:{txns}:transactions"},
+		{c.GroupTxnOffsets("g"), "korvet:{groups}:group:g:txnoffsets"},
 		{c.Events(), "korvet:{meta}:events"},
 		{c.Brokers(), "korvet:{meta}:brokers"},
 		{c.BrokerLease(3), "korvet:{meta}:broker:3"},
@@ -100,6 +106,9 @@ func checkLayout(t *testing.T, cluster bool) {
 		"ShareIndex":         s.ShareIndex("billing"),
 		"ShareCold":          s.ShareCold("billing", "orders", 3),
 		"ConsumerGroupState": s.ConsumerGroupState("billing"),
+		"Aborted":            s.Aborted("orders", 3),
+		"Transactions":       s.Transactions(),
+		"GroupTxnOffsets":    s.GroupTxnOffsets("billing"),
 	}
 	typ := reflect.TypeFor[Space]()
 	for i := range typ.NumMethod() {
