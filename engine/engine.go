@@ -214,6 +214,9 @@ func Open(ctx context.Context, rc *resp.Client, opts Options) (*Engine, error) {
 		Logger:                opts.Logger,
 		Consumer:              e.consumerGroupOptions(opts.ConsumerGroups),
 		Owns:                  e.OwnsGroup,
+		Announce: func(ctx context.Context, name string) error {
+			return e.events.Publish(ctx, events.GroupOffsets, "group", name)
+		},
 	})
 	if err != nil {
 		return nil, err

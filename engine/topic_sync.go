@@ -38,6 +38,11 @@ func (e *Engine) subscribeShared() {
 	})
 	e.events.Subscribe(events.Brokers, func(events.Event) { e.ownershipChanged() })
 	e.events.Subscribe(events.GroupConfig, func(events.Event) { e.reconcileShareGroups() })
+	e.events.Subscribe(events.GroupOffsets, func(ev events.Event) {
+		if ev.Node != e.NodeID() && ev.Get("group") != "" {
+			e.groups.StaleOffsets(ev.Get("group"))
+		}
+	})
 	e.events.Subscribe(events.Resync, func(events.Event) {
 		ctx, cancel := context.WithTimeout(e.bg, reloadTimeout)
 		defer cancel()
@@ -45,6 +50,7 @@ func (e *Engine) subscribeShared() {
 			e.log.Warn("could not reload topics after a resync", "err", err)
 		}
 		e.ownershipChanged()
+		e.groups.StaleOffsets("") // a GroupOffsets event may be among those missed
 	})
 }
 

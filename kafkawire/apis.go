@@ -73,6 +73,10 @@ func apiTable() map[kmsg.Key]apiDef {
 		kmsg.ListGroups:      {0, 5, handleListGroups, aclListGroups},
 		kmsg.DeleteGroups:    {0, 2, handleDeleteGroups, aclDeleteGroups},
 		kmsg.OffsetDelete:    {0, 0, handleOffsetDelete, aclOffsetDelete},
+		// Offsets committed inside transactions (KIP-447). v5 is KIP-890's
+		// implicit add of the group to the transaction, which clients
+		// use only with transaction.version 2: not offered until then.
+		kmsg.TxnOffsetCommit: {0, 4, handleTxnOffsetCommit, aclTxnOffsetCommit},
 		// Share groups (KIP-932), at Kafka 4.2's versions (v0 of these was
 		// 4.0's early access; Kafka no longer serves it).
 		kmsg.ShareGroupHeartbeat:       {1, 1, handleShareGroupHeartbeat, aclShareGroupHeartbeat},

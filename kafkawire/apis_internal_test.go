@@ -37,6 +37,7 @@ var advertised = []struct {
 	{kmsg.DeleteRecords, 0, 2},
 	{kmsg.InitProducerID, 0, 5},
 	{kmsg.OffsetForLeaderEpoch, 0, 4},
+	{kmsg.TxnOffsetCommit, 0, 4},
 	{kmsg.DescribeACLs, 0, 3},
 	{kmsg.CreateACLs, 0, 3},
 	{kmsg.DeleteACLs, 0, 3},

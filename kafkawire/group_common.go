@@ -59,6 +59,8 @@ func groupErrorCode(err error) int16 {
 		return kerr.InvalidRequest.Code
 	case errors.Is(err, group.ErrInvalidRegex):
 		return kerr.InvalidRegularExpression.Code
+	case errors.Is(err, group.ErrUnstableOffsetCommit):
+		return kerr.UnstableOffsetCommit.Code
 	default:
 		return errorCode(err)
 	}

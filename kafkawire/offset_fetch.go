@@ -12,7 +12,9 @@ import (
 
 // handleOffsetFetch returns committed offsets: of one group (v0-v7) or of
 // several (v8+); a null topic list (v2+) asks for everything committed.
-// korvet has no transactional commits, so RequireStable changes nothing.
+// With RequireStable (v7+), a partition whose offset is pending in an open
+// transaction answers UNSTABLE_OFFSET_COMMIT, per partition as Kafka does
+// (clients retry it), in v8+ as well.
 func handleOffsetFetch(ctx context.Context, c *conn, kreq kmsg.Request) func() kmsg.Response {
 	req := kreq.(*kmsg.OffsetFetchRequest)
 	return func() kmsg.Response {
@@ -37,7 +39,7 @@ func handleOffsetFetch(ctx context.Context, c *conn, kreq kmsg.Request) func() k
 					err = c.s.eng.Groups().ValidateFetchMember(rg.Group, deref(rg.MemberID), rg.MemberEpoch)
 				}
 				if err == nil {
-					got, err = c.s.eng.Groups().Fetch(ctx, rg.Group, parts)
+					got, err = c.s.eng.Groups().Fetch(ctx, rg.Group, parts, req.RequireStable)
 				}
 				sg.ErrorCode = groupErrorCode(err)
 				for _, t := range groupByTopic(got) {
@@ -46,6 +48,7 @@ func handleOffsetFetch(ctx context.Context, c *conn, kreq kmsg.Request) func() k
 					for _, pc := range t {
 						sp := kmsg.NewOffsetFetchResponseGroupTopicPartition()
 						sp.Partition, sp.Offset, sp.LeaderEpoch = pc.Partition, pc.Offset, pc.LeaderEpoch
+						sp.ErrorCode = groupErrorCode(pc.Err)
 						md := pc.Metadata
 						sp.Metadata = &md
 						st.Partitions = append(st.Partitions, sp)
@@ -68,7 +71,7 @@ func handleOffsetFetch(ctx context.Context, c *conn, kreq kmsg.Request) func() k
 		var got []group.PartitionCommit
 		err := c.coordinates(req.Group)
 		if err == nil {
-			got, err = c.s.eng.Groups().Fetch(ctx, req.Group, parts)
+			got, err = c.s.eng.Groups().Fetch(ctx, req.Group, parts, req.RequireStable)
 		}
 		code := groupErrorCode(err)
 		if err != nil && req.Version < 2 {
@@ -88,6 +91,9 @@ func handleOffsetFetch(ctx context.Context, c *conn, kreq kmsg.Request) func() k
 				sp.Metadata = &md
 				if req.Version < 2 {
 					sp.ErrorCode = code
+				}
+				if pc.Err != nil {
+					sp.ErrorCode = groupErrorCode(pc.Err)
 				}
 				st.Partitions = append(st.Partitions, sp)
 			}

@@ -43,6 +43,10 @@ const (
 	// GroupConfig: a group's configs or a share group's existence
 	// changed. Fields: "group".
 	GroupConfig = "groupconfig"
+	// GroupOffsets: a broker that does not coordinate a group changed its
+	// offsets (completed a transaction's offsets); the coordinator
+	// rereads them. Fields: "group".
+	GroupOffsets = "groupoffsets"
 	// Resync is local only: events may have been missed (the reader lost
 	// its connection or fell behind the trim); reload everything.
 	Resync = "resync"

@@ -128,8 +128,11 @@ type group struct {
 	loaded bool
 	// stored: the group has an entry in the registry (it has commits or
 	// stored membership), so it outlives a restart.
-	stored       bool
-	offsets      map[TopicPartition]Commit
+	stored  bool
+	offsets map[TopicPartition]Commit
+	// txn: offsets pending in open transactions, per producer id
+	// (txn_offsets.go); loaded with offsets.
+	txn          map[int64]map[TopicPartition]Commit
 	state        State
 	protocolType string
 	protocol     string
@@ -167,6 +170,7 @@ func (c *Coordinator) newGroup(name string) *group {
 		c:       c,
 		name:    name,
 		offsets: make(map[TopicPartition]Commit),
+		txn:     make(map[int64]map[TopicPartition]Commit),
 		members: make(map[string]*member),
 		statics: make(map[string]string),
 		pending: make(map[string]time.Time),

@@ -69,9 +69,10 @@ func (c *Coordinator) Cleanup(ctx context.Context) (int, error) {
 	return n, first
 }
 
-// idle: Empty with nothing pending and no commits known; under g.mu.
+// idle: Empty with nothing pending and no commits known, transactional
+// ones included (Kafka keeps a group with open transactions); under g.mu.
 func (g *group) idle() bool {
-	return g.state == Empty && len(g.members) == 0 && len(g.pending) == 0 && len(g.offsets) == 0
+	return g.state == Empty && len(g.members) == 0 && len(g.pending) == 0 && len(g.offsets) == 0 && len(g.txn) == 0
 }
 
 // removeIfIdle removes g if, with its commits loaded, it is still idle.

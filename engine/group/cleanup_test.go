@@ -57,7 +57,7 @@ func TestEmptyGroupKeptUntilCleanup(t *testing.T) {
 	if state, reg := redisHas(t, rc, c, "g"); !state || !reg {
 		t.Fatalf("Empty group in Redis: state %v, registered %v", state, reg)
 	}
-	if _, err := c.Commit(ctx, CommitRequest{Group: "kept", Generation: -1, Offsets: []PartitionCommit{{TopicPartition{"t", 0}, Commit{Offset: 1}}}}); err != nil {
+	if _, err := c.Commit(ctx, CommitRequest{Group: "kept", Generation: -1, Offsets: []PartitionCommit{{TopicPartition: TopicPartition{"t", 0}, Commit: Commit{Offset: 1}}}}); err != nil {
 		t.Fatal(err)
 	}
 

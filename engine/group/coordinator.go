@@ -50,6 +50,12 @@ type Options struct {
 	// Consumer groups (KIP-848), see consumer.go.
 	Consumer ConsumerOptions
 
+	// Announce tells the other brokers that a group's offsets changed
+	// in Redis behind its coordinator's back: CompleteTxn calls it on a
+	// broker that does not own the group, and the owner is to call
+	// StaleOffsets. nil: a single broker, nothing to tell.
+	Announce func(ctx context.Context, group string) error
+
 	// Owns reports whether this broker coordinates the group now; nil
 	// means every group (a single broker). Several brokers on one Redis
 	// each hold only the groups they own (ownership.go).

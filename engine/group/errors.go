@@ -31,3 +31,11 @@ var (
 	ErrInvalidRequest       = errors.New("invalid request")
 	ErrInvalidRegex         = errors.New("invalid regular expression")
 )
+
+// Errors of offsets committed inside transactions (KIP-447).
+var (
+	// ErrUnstableOffsetCommit: OffsetFetch asked for stable offsets
+	// (RequireStable) and a transaction holds an offset for the partition
+	// that it has not committed or aborted yet.
+	ErrUnstableOffsetCommit = errors.New("the partition has an offset pending in an open transaction")
+)

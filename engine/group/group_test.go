@@ -164,8 +164,8 @@ func TestCommitsSurviveReopen(t *testing.T) {
 	c, rc := openTest(t, Options{})
 	ctx := context.Background()
 	errs, err := c.Commit(ctx, CommitRequest{Group: "s", Generation: -1, Offsets: []PartitionCommit{
-		{TopicPartition{"t", 0}, Commit{Offset: 5, LeaderEpoch: 1, Metadata: "m"}},
-		{TopicPartition{"t", 1}, Commit{Offset: 6, LeaderEpoch: -1, Metadata: string(make([]byte, 5000))}},
+		{TopicPartition: TopicPartition{"t", 0}, Commit: Commit{Offset: 5, LeaderEpoch: 1, Metadata: "m"}},
+		{TopicPartition: TopicPartition{"t", 1}, Commit: Commit{Offset: 6, LeaderEpoch: -1, Metadata: string(make([]byte, 5000))}},
 	}})
 	if err != nil || errs[0] != nil || !errors.Is(errs[1], ErrMetadataTooLarge) {
 		t.Fatalf("commit: %v %v", errs, err)
@@ -179,7 +179,7 @@ func TestCommitsSurviveReopen(t *testing.T) {
 	if l := c2.List(); len(l) != 1 || l[0].Group != "s" || l[0].State != Empty {
 		t.Fatalf("list after reopen: %+v", l)
 	}
-	got, err := c2.Fetch(ctx, "s", nil)
+	got, err := c2.Fetch(ctx, "s", nil, false)
 	if err != nil || len(got) != 1 || got[0].Offset != 5 || got[0].LeaderEpoch != 1 || got[0].Metadata != "m" {
 		t.Fatalf("fetch after reopen: %+v %v", got, err)
 	}

@@ -32,6 +32,9 @@ type Commit struct {
 type PartitionCommit struct {
 	TopicPartition
 	Commit
+	// Err is set in an OffsetFetch answer for a partition that has no
+	// stable offset (ErrUnstableOffsetCommit).
+	Err error
 }
 
 // CommitRequest is an OffsetCommit. Generation -1 with an empty member id
@@ -112,17 +115,23 @@ func (g *group) loadLocked(ctx context.Context) error {
 	if loaded {
 		return nil
 	}
-	key := g.c.k.GroupOffsets(g.name)
-	r, err := g.c.rc.Do(ctx, "HGETALL", key)
-	if err == nil {
-		err = r.Err()
-	}
+	key, txnKey := g.c.k.GroupOffsets(g.name), g.c.k.GroupTxnOffsets(g.name)
+	var pl resp.Pipeline
+	pl.Cmd("HGETALL", key)
+	pl.Cmd("HGETALL", txnKey)
+	rs, err := g.c.rc.Exec(ctx, &pl)
 	if err != nil {
 		return fmt.Errorf("%w: load offsets of group %q: %v", ErrCoordinatorNotAvailable, g.name, err)
 	}
+	defer rs.Release()
+	for i := range 2 {
+		if err := rs.At(i).Err(); err != nil {
+			return fmt.Errorf("%w: load offsets of group %q: %v", ErrCoordinatorNotAvailable, g.name, err)
+		}
+	}
 	offsets := make(map[TopicPartition]Commit)
 	var elems []resp.Reply
-	elems = r.Elems(elems)
+	elems = rs.At(0).Elems(elems)
 	for i := 0; i+1 < len(elems); i += 2 {
 		field, val := string(elems[i].Bytes()), string(elems[i+1].Bytes())
 		tp, ok := parseOffsetField(field)
@@ -133,8 +142,24 @@ func (g *group) loadLocked(ctx context.Context) error {
 		}
 		offsets[tp] = o
 	}
+	txn := make(map[int64]map[TopicPartition]Commit)
+	elems = rs.At(1).Elems(elems[:0])
+	for i := 0; i+1 < len(elems); i += 2 {
+		field, val := string(elems[i].Bytes()), string(elems[i+1].Bytes())
+		pid, tp, ok := parseTxnOffsetField(field)
+		o, err := decodeOffset(val)
+		if !ok || err != nil {
+			g.c.log.Warn("skipping bad transactional offset", "key", txnKey, "field", field, "value", val)
+			continue
+		}
+		if txn[pid] == nil {
+			txn[pid] = make(map[TopicPartition]Commit)
+		}
+		txn[pid][tp] = o
+	}
 	g.mu.Lock()
 	g.offsets = offsets
+	g.txn = txn
 	g.loaded = true
 	g.mu.Unlock()
 	return nil
@@ -195,6 +220,18 @@ func (c *Coordinator) Commit(ctx context.Context, req CommitRequest) ([]error, e
 	if n == 0 {
 		return errs, nil
 	}
+	var committed []TopicPartition
+	for i, o := range req.Offsets {
+		if errs[i] == nil {
+			committed = append(committed, o.TopicPartition)
+		}
+	}
+	// A plain commit after a transactional one for the same partition
+	// wins over it whatever the transaction's outcome, as in Kafka
+	// (where the later record in the offsets log wins).
+	g.mu.Lock()
+	superseded := g.pendingFields(committed)
+	g.mu.Unlock()
 	pl.Array(2 + 2*n)
 	pl.String("HSET")
 	pl.String(key)
@@ -202,6 +239,14 @@ func (c *Coordinator) Commit(ctx context.Context, req CommitRequest) ([]error, e
 		if errs[i] == nil {
 			pl.String(offsetField(o.TopicPartition))
 			pl.String(encodeOffset(o.Commit))
+		}
+	}
+	if len(superseded) > 0 {
+		pl.Array(2 + len(superseded))
+		pl.String("HDEL")
+		pl.String(c.k.GroupTxnOffsets(g.name))
+		for _, f := range superseded {
+			pl.String(f)
 		}
 	}
 	pl.Cmd("HSET", c.k.Groups(), g.name, protocolType)
@@ -215,6 +260,9 @@ func (c *Coordinator) Commit(ctx context.Context, req CommitRequest) ([]error, e
 		if errs[i] == nil {
 			g.offsets[o.TopicPartition] = o.Commit
 		}
+	}
+	if len(superseded) > 0 {
+		g.dropPending(committed)
 	}
 	g.mu.Unlock()
 	return errs, nil
@@ -288,7 +336,10 @@ func (c *Coordinator) execTx(ctx context.Context, pl *resp.Pipeline) error {
 
 // Fetch handles an OffsetFetch for one group: the committed offsets of
 // parts, or of every partition the group committed when parts is nil.
-func (c *Coordinator) Fetch(ctx context.Context, name string, parts []TopicPartition) ([]PartitionCommit, error) {
+// With requireStable, a partition with an offset pending in an open
+// transaction has no offset and Err ErrUnstableOffsetCommit, as Kafka
+// answers OffsetFetch's RequireStable.
+func (c *Coordinator) Fetch(ctx context.Context, name string, parts []TopicPartition, requireStable bool) ([]PartitionCommit, error) {
 	g, err := c.find(ctx, name)
 	if err != nil {
 		return nil, err
@@ -305,16 +356,26 @@ func (c *Coordinator) Fetch(ctx context.Context, name string, parts []TopicParti
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	var out []PartitionCommit
 	if parts == nil {
-		return g.sortedOffsets(), nil
-	}
-	out := make([]PartitionCommit, len(parts))
-	for i, tp := range parts {
-		o, ok := g.offsets[tp]
-		if !ok {
-			o = Commit{Offset: -1, LeaderEpoch: -1}
+		out = g.sortedOffsets()
+	} else {
+		out = make([]PartitionCommit, len(parts))
+		for i, tp := range parts {
+			o, ok := g.offsets[tp]
+			if !ok {
+				o = Commit{Offset: -1, LeaderEpoch: -1}
+			}
+			out[i] = PartitionCommit{TopicPartition: tp, Commit: o}
 		}
-		out[i] = PartitionCommit{TopicPartition: tp, Commit: o}
+	}
+	if requireStable && len(g.txn) > 0 {
+		for i := range out {
+			if g.pendingAt(out[i].TopicPartition) {
+				out[i].Commit = Commit{Offset: -1, LeaderEpoch: -1}
+				out[i].Err = ErrUnstableOffsetCommit
+			}
+		}
 	}
 	return out, nil
 }
@@ -374,7 +435,7 @@ func (c *Coordinator) deleteGroup(ctx context.Context, name string) error {
 	g.mu.Unlock()
 	var pl resp.Pipeline
 	pl.Cmd("MULTI")
-	pl.Cmd("UNLINK", c.k.GroupOffsets(name))
+	pl.Cmd("UNLINK", c.k.GroupOffsets(name), c.k.GroupTxnOffsets(name))
 	pl.Cmd("UNLINK", c.k.GroupState(name), c.k.ConsumerGroupState(name))
 	pl.Cmd("HDEL", c.k.Groups(), name)
 	pl.Cmd("EXEC")
@@ -441,33 +502,44 @@ func (c *Coordinator) DeleteOffsets(ctx context.Context, name string, parts []To
 			}
 		}
 	}
-	g.mu.Unlock()
-	var fields []string
+	var deleted []TopicPartition
 	for i, tp := range parts {
 		if errs[i] == nil {
-			fields = append(fields, offsetField(tp))
+			deleted = append(deleted, tp)
 		}
 	}
-	if len(fields) == 0 {
+	// Pending transactional offsets of the partitions go too, as Kafka's
+	// tombstone takes them.
+	pendingFields := g.pendingFields(deleted)
+	g.mu.Unlock()
+	if len(deleted) == 0 {
 		return errs, nil
 	}
-	args := []any{"HDEL", c.k.GroupOffsets(name)}
-	for _, f := range fields {
-		args = append(args, f)
+	var pl resp.Pipeline
+	pl.Cmd("MULTI")
+	pl.Array(2 + len(deleted))
+	pl.String("HDEL")
+	pl.String(c.k.GroupOffsets(name))
+	for _, tp := range deleted {
+		pl.String(offsetField(tp))
 	}
-	r, err := c.rc.Do(ctx, args...)
-	if err == nil {
-		err = r.Err()
+	if len(pendingFields) > 0 {
+		pl.Array(2 + len(pendingFields))
+		pl.String("HDEL")
+		pl.String(c.k.GroupTxnOffsets(name))
+		for _, f := range pendingFields {
+			pl.String(f)
+		}
 	}
-	if err != nil {
+	pl.Cmd("EXEC")
+	if err := c.execTx(ctx, &pl); err != nil {
 		return nil, fmt.Errorf("%w: delete offsets of group %q: %v", ErrCoordinatorNotAvailable, name, err)
 	}
 	g.mu.Lock()
-	for i, tp := range parts {
-		if errs[i] == nil {
-			delete(g.offsets, tp)
-		}
+	for _, tp := range deleted {
+		delete(g.offsets, tp)
 	}
+	g.dropPending(deleted)
 	g.mu.Unlock()
 	return errs, nil
 }

@@ -98,7 +98,7 @@ func TestClassicGroupMovesCoordinator(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := c1.Commit(ctx, CommitRequest{Group: "g", MemberID: leader.MemberID, Generation: leader.Generation,
-		Offsets: []PartitionCommit{{TopicPartition{"t", 0}, Commit{Offset: 42, LeaderEpoch: -1}}}}); err != nil {
+		Offsets: []PartitionCommit{{TopicPartition: TopicPartition{"t", 0}, Commit: Commit{Offset: 42, LeaderEpoch: -1}}}}); err != nil {
 		t.Fatal(err)
 	}
 	// c2 does not own the group yet: it refuses and holds nothing.
@@ -140,13 +140,13 @@ func TestClassicGroupMovesCoordinator(t *testing.T) {
 		t.Fatalf("heartbeat at the old coordinator: %v", err)
 	}
 	if _, err := c1.Commit(ctx, CommitRequest{Group: "g", MemberID: leader.MemberID, Generation: leader.Generation,
-		Offsets: []PartitionCommit{{TopicPartition{"t", 0}, Commit{Offset: 99, LeaderEpoch: -1}}}}); !errors.Is(err, ErrNotCoordinator) {
+		Offsets: []PartitionCommit{{TopicPartition: TopicPartition{"t", 0}, Commit: Commit{Offset: 99, LeaderEpoch: -1}}}}); !errors.Is(err, ErrNotCoordinator) {
 		t.Fatalf("commit at the old coordinator: %v", err)
 	}
 	if _, err := join(t, c1, ""); !errors.Is(err, ErrNotCoordinator) {
 		t.Fatalf("join at the old coordinator: %v", err)
 	}
-	if _, err := c1.Fetch(ctx, "g", nil); !errors.Is(err, ErrNotCoordinator) {
+	if _, err := c1.Fetch(ctx, "g", nil, false); !errors.Is(err, ErrNotCoordinator) {
 		t.Fatalf("fetch at the old coordinator: %v", err)
 	}
 	if errs := c1.DeleteGroups(ctx, []string{"g"}); !errors.Is(errs[0], ErrNotCoordinator) {
@@ -176,7 +176,7 @@ func TestClassicGroupMovesCoordinator(t *testing.T) {
 			t.Fatalf("heartbeat at the new coordinator: %v", err)
 		}
 	}
-	got, err := c2.Fetch(ctx, "g", []TopicPartition{{"t", 0}})
+	got, err := c2.Fetch(ctx, "g", []TopicPartition{{"t", 0}}, false)
 	if err != nil || got[0].Offset != 42 {
 		t.Fatalf("commits at the new coordinator: %+v %v", got, err)
 	}
