@@ -85,6 +85,15 @@ func TestStorageKeysWritten(t *testing.T) {
 		Offsets: []group.PartitionCommit{{TopicPartition: group.TopicPartition{Topic: "t", Partition: 0}, Commit: group.Commit{Offset: 3, LeaderEpoch: -1}}}}); err != nil {
 		t.Fatalf("commit: %v", err)
 	}
+	// An offset committed inside a transaction: pending in txnoffsets
+	// until the transaction's end moves it to offsets.
+	if _, err := groups.TxnCommit(ctx, group.TxnCommitRequest{Group: "g", Generation: -1, ProducerID: 1,
+		Offsets: []group.PartitionCommit{{TopicPartition: group.TopicPartition{Topic: "t", Partition: 0}, Commit: group.Commit{Offset: 4, LeaderEpoch: -1}}}}); err != nil {
+		t.Fatalf("transactional commit: %v", err)
+	}
+	if err := groups.CompleteTxn(ctx, "g", 1, true); err != nil {
+		t.Fatalf("complete transactional offsets: %v", err)
+	}
 	// A KIP-848 consumer group.
 	if _, err := groups.ConsumerHeartbeat(group.ConsumerHeartbeatRequest{Group: "cg", MemberID: "m1", RebalanceTimeout: time.Second,
 		TopicNames: []string{"t"}, Owned: group.Assignment{}}); err != nil {
@@ -140,6 +149,7 @@ func TestStorageKeysWritten(t *testing.T) {
 		"korvet:meta:groups":              "hash",
 		"korvet:group:g:state":            "string",
 		"korvet:group:g:offsets":          "hash",
+		"korvet:group:g:txnoffsets":       "hash",
 		"korvet:meta:scram:SCRAM-SHA-256": "hash",
 		"korvet:meta:scram:SCRAM-SHA-512": "hash",
 		"korvet:meta:acls":                "set",
