@@ -65,6 +65,9 @@ func handleTxnOffsetCommit(ctx context.Context, c *conn, kreq kmsg.Request) func
 		}
 		var errs []error
 		var code int16
+		// The coordinator's check (by CheckTxnOffsets) comes before the
+		// group's, as Kafka verifies a transactional write before it
+		// runs it, and again after the offsets are stored (Recheck).
 		err := c.coordinates(req.Group)
 		switch {
 		case req.Group == "":
@@ -73,9 +76,10 @@ func handleTxnOffsetCommit(ctx context.Context, c *conn, kreq kmsg.Request) func
 		case eng.IsShareGroup(req.Group):
 			err = errShareGroupID // one namespace for all group types, as Kafka
 		case c.s.opts.CheckTxnOffsets != nil:
-			if herr := c.s.opts.CheckTxnOffsets(ctx, req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Group); herr != nil {
-				err, code = herr, txnCheckCode(herr)
+			check := func(ctx context.Context) error {
+				return c.s.opts.CheckTxnOffsets(ctx, req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Group)
 			}
+			err, tc.Recheck = check(ctx), check
 		}
 		if err == nil {
 			errs, err = eng.Groups().TxnCommit(ctx, tc)
@@ -83,9 +87,7 @@ func handleTxnOffsetCommit(ctx context.Context, c *conn, kreq kmsg.Request) func
 		if err != nil {
 			c.s.log.Debug("transactional offset commit refused", "group", req.Group, "producer", req.ProducerID, "epoch", req.ProducerEpoch,
 				"member", req.MemberID, "generation", req.Generation, "err", err)
-			if code == 0 {
-				code = groupErrorCode(err)
-			}
+			code = txnCheckCode(err)
 		}
 		for i, sp := range where {
 			if err != nil {
@@ -98,9 +100,9 @@ func handleTxnOffsetCommit(ctx context.Context, c *conn, kreq kmsg.Request) func
 	}
 }
 
-// txnCheckCode is the Kafka error code of a refusal by
-// Options.CheckTxnOffsets: the code of a *kerr.Error it wraps, else as a
-// group error.
+// txnCheckCode is the Kafka error code of a refused TxnOffsetCommit: the
+// code of a *kerr.Error it wraps (a refusal by Options.CheckTxnOffsets),
+// else as a group error.
 func txnCheckCode(err error) int16 {
 	var ke *kerr.Error
 	if errors.As(err, &ke) {

@@ -144,12 +144,19 @@ func equalMap[K comparable, V comparable](a, b map[K]V) bool {
 func TestTxnOffsetCommitWire(t *testing.T) {
 	var mu sync.Mutex
 	var checked []string
+	endsCalls := 0
 	hook := func(_ context.Context, txnID string, pid int64, epoch int16, grp string) error {
 		mu.Lock()
 		checked = append(checked, fmt.Sprintf("%s/%d/%d/%s", txnID, pid, epoch, grp))
 		mu.Unlock()
-		if txnID == "zombie" {
+		switch txnID {
+		case "zombie":
 			return fmt.Errorf("transaction %q: %w", txnID, kerr.ProducerFenced)
+		case "ends":
+			// Ongoing at the first check, timed out by the recheck.
+			if endsCalls++; endsCalls > 1 {
+				return fmt.Errorf("transaction %q: %w", txnID, kerr.InvalidTxnState)
+			}
 		}
 		return nil
 	}
@@ -187,13 +194,27 @@ func TestTxnOffsetCommitWire(t *testing.T) {
 		}
 	}
 	mu.Lock()
-	if len(checked) != 5 || checked[0] != "tx/10/0/g0" {
-		t.Errorf("hook calls %q", checked)
+	if len(checked) != 10 || checked[0] != "tx/10/0/g0" || checked[1] != checked[0] {
+		t.Errorf("hook calls %q, want each twice: before and after the offsets are stored", checked)
 	}
 	mu.Unlock()
+	// The transaction ends between the check and the write: the recheck
+	// refuses, and the offsets do not stay pending.
+	got := txnCodes(t, b, txnOffsetCommitReq(3, "ends", "ge", 30, -1, "", map[string]map[int32]int64{"t": {0: 5}}))
+	if !equalMap(got, map[string]int16{"t/0": kerr.InvalidTxnState.Code}) {
+		t.Fatalf("refused by the recheck: %v", got)
+	}
+	mu.Lock()
+	if endsCalls != 2 {
+		t.Errorf("the hook was asked %d times about a commit it let through and then refused, want 2", endsCalls)
+	}
+	mu.Unlock()
+	if got := fetchStable(t, b, 7, "ge", 0); !equalMap(got, map[string]int64{"t/0": -1}) {
+		t.Fatalf("offsets of a transaction ended before the recheck: %v", got)
+	}
 
 	// The hook's refusal, with its code.
-	got := txnCodes(t, b, txnOffsetCommitReq(3, "zombie", "gz", 20, -1, "", map[string]map[int32]int64{"t": {0: 5, 1: 6}}))
+	got = txnCodes(t, b, txnOffsetCommitReq(3, "zombie", "gz", 20, -1, "", map[string]map[int32]int64{"t": {0: 5, 1: 6}}))
 	if !equalMap(got, map[string]int16{"t/0": kerr.ProducerFenced.Code, "t/1": kerr.ProducerFenced.Code}) {
 		t.Fatalf("refused by the transaction coordinator: %v", got)
 	}

@@ -38,6 +38,15 @@ type TxnCommitRequest struct {
 	ProducerID                  int64
 	ProducerEpoch               int16
 	Offsets                     []PartitionCommit
+	// Recheck, when set, asks the transaction coordinator again, once the
+	// offsets are stored, whether the transaction is still ongoing. The
+	// first check came before the write: a transaction that ended in
+	// between (timed out, say) has completed its offsets already and
+	// would leave these pending for good. On an error they are taken out
+	// again and TxnCommit returns it. A transaction's state is durable
+	// before its offsets are completed, so a recheck that passes means
+	// the completion will find them.
+	Recheck func(ctx context.Context) error
 }
 
 // txnOffsetField is the txnoffsets field of pid's offset for tp:
@@ -162,6 +171,11 @@ func (c *Coordinator) TxnCommit(ctx context.Context, req TxnCommitRequest) ([]er
 	if err := c.execTx(ctx, &pl); err != nil {
 		return nil, fmt.Errorf("%w: store transactional offsets of group %q: %v", ErrCoordinatorNotAvailable, g.name, err)
 	}
+	if req.Recheck != nil {
+		if err := req.Recheck(ctx); err != nil {
+			return nil, g.unstoreTxnOffsets(ctx, req, errs, err)
+		}
+	}
 	g.mu.Lock()
 	g.stored = true
 	offs := g.txn[req.ProducerID]
@@ -176,6 +190,44 @@ func (c *Coordinator) TxnCommit(ctx context.Context, req TxnCommitRequest) ([]er
 	}
 	g.mu.Unlock()
 	return errs, nil
+}
+
+// unstoreTxnOffsets takes out the offsets TxnCommit stored for a
+// transaction its recheck found ended, under commitMu: only this
+// coordinator adds pending offsets, so the fields hold these values or
+// were completed already. It returns why, or why it could not.
+func (g *group) unstoreTxnOffsets(ctx context.Context, req TxnCommitRequest, errs []error, why error) error {
+	var fields []any
+	fields = append(fields, "HDEL", g.c.k.GroupTxnOffsets(g.name))
+	var tps []TopicPartition
+	for i, o := range req.Offsets {
+		if errs[i] == nil {
+			fields = append(fields, txnOffsetField(req.ProducerID, o.TopicPartition))
+			tps = append(tps, o.TopicPartition)
+		}
+	}
+	r, err := g.c.rc.Do(ctx, fields...)
+	if err == nil {
+		err = r.Err()
+	}
+	g.mu.Lock()
+	if offs := g.txn[req.ProducerID]; offs != nil {
+		for _, tp := range tps {
+			delete(offs, tp)
+		}
+		if len(offs) == 0 {
+			delete(g.txn, req.ProducerID)
+		}
+	}
+	if err != nil {
+		g.loaded = false // Redis may still have them: reread
+	}
+	g.mu.Unlock()
+	if err != nil {
+		g.c.log.Warn("transactional offsets of an ended transaction could not be taken out; they stay pending until the producer's next transaction ends", "group", g.name, "producer", req.ProducerID, "err", err)
+		return fmt.Errorf("%w (and taking the offsets out again failed: %v)", why, err)
+	}
+	return why
 }
 
 // validateTxnCommit applies Kafka's checks of a transactional commit,

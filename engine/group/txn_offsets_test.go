@@ -399,3 +399,29 @@ func TestTxnOffsetsRedisCluster(t *testing.T) {
 		t.Fatalf("txnoffsets left: %d", n)
 	}
 }
+
+// TestTxnOffsetsRecheck: a transaction that ended between the
+// coordinator's check and the write (its offsets completed already) is
+// caught by the recheck: the offsets just stored are taken out of Redis
+// and memory, and the recheck's error is returned. Offsets stored
+// earlier by the same producer for other partitions stay.
+func TestTxnOffsetsRecheck(t *testing.T) {
+	c, rc := openTest(t, Options{})
+	if err := txnCommit(t, c, TxnCommitRequest{Group: "s", Generation: -1, ProducerID: 3}, map[TopicPartition]int64{tp0: 1}); err != nil {
+		t.Fatal(err)
+	}
+	ended := errors.New("transaction ended")
+	req := TxnCommitRequest{Group: "s", Generation: -1, ProducerID: 3, Recheck: func(context.Context) error { return ended }}
+	if err := txnCommit(t, c, req, map[TopicPartition]int64{tp1: 2, tp2: 3}); !errors.Is(err, ended) {
+		t.Fatalf("commit refused by the recheck: %v", err)
+	}
+	wantState(t, "after the recheck", fetchState(t, c, "s", true, tp0, tp1, tp2), map[TopicPartition]int64{tp0: -2, tp1: -1, tp2: -1})
+	if n := hashLen(t, rc, c.k.GroupTxnOffsets("s")); n != 1 {
+		t.Fatalf("txnoffsets has %d fields, want the first commit's 1", n)
+	}
+	req.Recheck = func(context.Context) error { return nil }
+	if err := txnCommit(t, c, req, map[TopicPartition]int64{tp1: 2}); err != nil {
+		t.Fatal(err)
+	}
+	wantState(t, "after a recheck that passes", fetchState(t, c, "s", true, tp0, tp1), map[TopicPartition]int64{tp0: -2, tp1: -2})
+}
