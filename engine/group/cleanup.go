@@ -44,9 +44,10 @@ func (c *Coordinator) cleanupLoop() {
 
 // Cleanup removes every group that is Empty (no members, no join under
 // way) and has no committed offsets (nor any pending in a transaction),
-// from memory and Redis, and returns how many it removed. It runs every CleanupInterval; it is exported for
-// tests and tools. A group it could not check or remove is left for the
-// next pass, and the first such error is returned.
+// from memory and Redis, and returns how many it removed. It runs every
+// CleanupInterval; it is exported for tests and tools. A group it could
+// not check or remove is left for the next pass, and the first such error
+// is returned.
 func (c *Coordinator) Cleanup(ctx context.Context) (int, error) {
 	n := 0
 	var first error
