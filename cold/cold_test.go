@@ -139,7 +139,8 @@ func chunkedTxn(recs []record.Record, txns []record.Txn, size int) func() ([]rec
 		recs = recs[n:]
 		var tx []record.Txn
 		if len(txns) > 0 {
-			tx, txns = txns[:n], txns[n:]
+			k := min(n, len(txns)) // tests of a mismatch pass it on
+			tx, txns = txns[:k], txns[k:]
 		}
 		return out, tx, nil
 	}

@@ -104,8 +104,8 @@ func segmentSchema() *parquet.Schema {
 // them).
 type fileColumns struct {
 	headerKey, headerValue, key, offset, partition, timestamp, value int
-	producerID, producerEpoch, control                             int
-	n                                                              int // leaf columns
+	producerID, producerEpoch, control                               int
+	n                                                                int // leaf columns
 }
 
 // hasTxn reports whether the file has the transaction columns.
