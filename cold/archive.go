@@ -88,8 +88,9 @@ func (ts *topicState) forget() { ts.tbl, ts.files = nil, nil }
 // transaction info: empty when none of them is transactional, else one
 // entry per record (ProducerID -1 for a record outside transactions).
 //
-// A table created before the transaction columns existed gets them added
-// (Iceberg schema evolution) in the commit of its first new file.
+// A table without the transaction columns (created before they existed, or
+// just now) gets them (Iceberg schema evolution) in the commit that adds
+// the file.
 //
 // Archive is idempotent: the file's path depends only on (topic id,
 // partition, segment), and a segment already in the table is returned as

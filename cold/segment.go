@@ -38,10 +38,11 @@ const (
 
 // tableSchema is the Iceberg schema a topic table is created with (and the
 // whole schema of tables written before transactions); the first archive
-// into a table adds txnFields. timestamp is the Kafka
-// timestamp in epoch milliseconds as a long: Iceberg timestamps are
-// microseconds, and a Kafka timestamp can be any int64, so a long keeps
-// every value exact (query engines: to_timestamp_millis / epoch_ms).
+// into a table adds txnFields, so new and old tables get the same ids.
+// timestamp is the Kafka timestamp in epoch milliseconds as a long: Iceberg
+// timestamps are microseconds, and a Kafka timestamp can be any int64, so a
+// long keeps every value exact (query engines: to_timestamp_millis /
+// epoch_ms).
 func tableSchema() *iceberg.Schema {
 	return iceberg.NewSchema(0,
 		iceberg.NestedField{ID: idPartition, Name: "partition", Type: iceberg.PrimitiveTypes.Int32, Required: true, Doc: "Kafka partition"},
