@@ -84,12 +84,18 @@ func (ts *topicState) forget() { ts.tbl, ts.files = nil, nil }
 // topic's table. next returns the segment's records in offset order, a
 // chunk at a time, and io.EOF (or an empty chunk) at the end; chunks are
 // not retained after the following call, so memory stays bounded by a
-// chunk plus a row group.
+// chunk plus a row group. With each chunk next returns the records'
+// transaction info: empty when none of them is transactional, else one
+// entry per record (ProducerID -1 for a record outside transactions).
+//
+// A table without the transaction columns (created before they existed, or
+// just now) gets them (Iceberg schema evolution) in the commit that adds
+// the file.
 //
 // Archive is idempotent: the file's path depends only on (topic id,
 // partition, segment), and a segment already in the table is returned as
 // it is without calling next.
-func (s *Store) Archive(ctx context.Context, ref SegmentRef, next func() ([]record.Record, error)) (DataFile, error) {
+func (s *Store) Archive(ctx context.Context, ref SegmentRef, next func() ([]record.Record, []record.Txn, error)) (DataFile, error) {
 	if err := validTopic(ref.Topic); err != nil {
 		return DataFile{}, err
 	}
@@ -128,6 +134,9 @@ func (s *Store) Archive(ctx context.Context, ref SegmentRef, next func() ([]reco
 	}
 	for attempt := 0; ; attempt++ {
 		txn := tbl.NewTransaction()
+		if err := s.evolveSchema(txn, tbl); err != nil {
+			return DataFile{}, fmt.Errorf("archive %s/%d segment %d: %w", ref.Topic, ref.Partition, ref.Segment, err)
+		}
 		// Our own file set already proved the file new; skipping
 		// iceberg-go's check saves reading every manifest on each commit.
 		if err := txn.AddDataFiles(ctx, []iceberg.DataFile{df}, props, table.WithoutDuplicateCheck()); err != nil {
@@ -210,7 +219,7 @@ func (s *Store) expireSnapshots(ctx context.Context, ts *topicState, topic strin
 
 // upload streams the segment into its Parquet object and returns the
 // manifest entry for it.
-func (s *Store) upload(ctx context.Context, tbl *table.Table, ref SegmentRef, p string, next func() ([]record.Record, error)) (iceberg.DataFile, error) {
+func (s *Store) upload(ctx context.Context, tbl *table.Table, ref SegmentRef, p string, next func() ([]record.Record, []record.Txn, error)) (iceberg.DataFile, error) {
 	w, err := s.obj.create(ctx, p)
 	if err != nil {
 		return nil, err
@@ -221,9 +230,9 @@ func (s *Store) upload(ctx context.Context, tbl *table.Table, ref SegmentRef, p 
 			w.Abort()
 		}
 	}()
-	sw := newSegmentWriter(w, s.schema, s.codec, ref, s.cfg.RowGroupBytes)
+	sw := newSegmentWriter(w, s.schema, s.cols, s.codec, ref, s.cfg.RowGroupBytes)
 	for {
-		recs, err := next()
+		recs, txns, err := next()
 		if err != nil && !errors.Is(err, io.EOF) {
 			return nil, fmt.Errorf("read segment: %w", err)
 		}
@@ -236,7 +245,7 @@ func (s *Store) upload(ctx context.Context, tbl *table.Table, ref SegmentRef, p 
 					return nil, fmt.Errorf("record offset %d beyond the segment's last %d", o, ref.LastOffset)
 				}
 			}
-			if werr := sw.write(recs); werr != nil {
+			if werr := sw.write(recs, txns); werr != nil {
 				return nil, werr
 			}
 		}
@@ -266,11 +275,21 @@ func (s *Store) upload(ctx context.Context, tbl *table.Table, ref SegmentRef, p 
 	}
 	le32 := func(v int32) []byte { return binary.LittleEndian.AppendUint32(nil, uint32(v)) }
 	le64 := func(v int64) []byte { return binary.LittleEndian.AppendUint64(nil, uint64(v)) }
-	b.ValueCounts(map[int]int64{
+	values := map[int]int64{
 		idPartition: sw.count, idOffset: sw.count, idTimestamp: sw.count, idKey: sw.count, idValue: sw.count,
-	}).NullValueCounts(map[int]int64{
+	}
+	nulls := map[int]int64{
 		idPartition: 0, idOffset: 0, idTimestamp: 0, idKey: sw.nullKeys, idValue: sw.nullVals,
-	}).LowerBoundValues(map[int][]byte{
+	}
+	if s.cols.hasTxn() {
+		// Null counts let a query engine skip files without transactions
+		// (producer_id IS NOT NULL).
+		for _, id := range []int{idProducerID, idProducerEpoch, idControl} {
+			values[id] = sw.count
+		}
+		nulls[idProducerID], nulls[idProducerEpoch], nulls[idControl] = sw.count-sw.txnRows, sw.count-sw.txnRows, 0
+	}
+	b.ValueCounts(values).NullValueCounts(nulls).LowerBoundValues(map[int][]byte{
 		idPartition: le32(ref.Partition), idOffset: le64(sw.minOff), idTimestamp: le64(sw.minTs),
 	}).UpperBoundValues(map[int][]byte{
 		idPartition: le32(ref.Partition), idOffset: le64(sw.maxOff), idTimestamp: le64(sw.maxTs),

@@ -264,7 +264,8 @@ func newTableMetadata(location string, props iceberg.Properties) (table.Metadata
 }
 
 // checkSchema verifies that a table's field ids are the ones the Parquet
-// files carry.
+// files carry. The transaction columns may be missing (a table from before
+// them, or one just created): the next archive adds them.
 func checkSchema(sc *iceberg.Schema) error {
 	want := map[string]int{
 		"partition": idPartition, "offset": idOffset, "timestamp": idTimestamp,
@@ -276,6 +277,52 @@ func checkSchema(sc *iceberg.Schema) error {
 		if !ok || f.ID != id {
 			return fmt.Errorf("cold: table schema has %s with field id %d, want %d", name, f.ID, id)
 		}
+	}
+	have := 0
+	for _, tf := range txnFields() {
+		f, ok := sc.FindFieldByName(tf.Name)
+		if !ok {
+			continue
+		}
+		have++
+		if f.ID != tf.ID || !f.Type.Equals(tf.Type) || f.Required {
+			return fmt.Errorf("cold: table schema has %s as field id %d, %s, want optional %s with id %d", tf.Name, f.ID, f.Type, tf.Type, tf.ID)
+		}
+	}
+	if have != 0 && have != len(txnFields()) {
+		return fmt.Errorf("cold: table schema has %d of the %d transaction columns", have, len(txnFields()))
+	}
+	return nil
+}
+
+// evolveSchema adds the transaction columns to the table in txn when it
+// lacks them, so the commit that adds the first file with those columns
+// also adds them to the schema. Iceberg gives added columns the ids after
+// the table's last column id, so they get the ids the files carry only if
+// nothing else was ever added to the table; otherwise it fails rather than
+// publish files whose columns the table would misname.
+func (s *Store) evolveSchema(txn *table.Transaction, tbl *table.Table) error {
+	if !s.cols.hasTxn() {
+		return nil // a Store writing the old file layout (tests)
+	}
+	if _, ok := tbl.Schema().FindFieldByName(txnFields()[0].Name); ok {
+		return nil // checkSchema has seen all of them, with our ids
+	}
+	if last := tbl.Metadata().LastColumnID(); last != idHeaderValue {
+		return fmt.Errorf("cold: table's last column id is %d, want %d to add the transaction columns", last, idHeaderValue)
+	}
+	var opts []table.UpdateSchemaOption
+	if nm := tbl.Metadata().NameMapping(); nm != nil {
+		// Keep the name mapping readers use for files without field ids
+		// in step with the schema.
+		opts = append(opts, table.WithNameMapping(nm))
+	}
+	u := txn.UpdateSchema(true, false, opts...)
+	for _, f := range txnFields() {
+		u.AddColumn([]string{f.Name}, f.Type, f.Doc, false, nil)
+	}
+	if err := u.Commit(); err != nil {
+		return fmt.Errorf("add transaction columns to the table schema: %w", err)
 	}
 	return nil
 }

@@ -122,6 +122,7 @@ type Store struct {
 	cat       catalog
 	root      string // warehouse URI without trailing slash
 	schema    *parquet.Schema
+	cols      fileColumns // of schema
 	codec     *zstd.Codec
 	footers   *footerCache
 	groups    *groupCache
@@ -175,6 +176,11 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Store, error) {
 		keepSnaps: 20,
 		groups:    newGroupCache(cfg.ReadCacheBytes),
 	}
+	cols, err := columnsOf(s.schema)
+	if err != nil {
+		return nil, fmt.Errorf("cold: %w", err) // a bug in segmentSchema
+	}
+	s.cols = cols
 	u, err := redact.ParseURL(cfg.Warehouse)
 	if err != nil {
 		return nil, fmt.Errorf("cold: warehouse %q: %w", redact.URL(cfg.Warehouse), err)

@@ -121,16 +121,28 @@ func makeRecords(base int64, n int) []record.Record {
 	return recs
 }
 
-// chunked feeds recs to Archive size records at a time.
-func chunked(recs []record.Record, size int) func() ([]record.Record, error) {
-	return func() ([]record.Record, error) {
+// chunked feeds recs to Archive size records at a time, none of them
+// transactional.
+func chunked(recs []record.Record, size int) func() ([]record.Record, []record.Txn, error) {
+	return chunkedTxn(recs, nil, size)
+}
+
+// chunkedTxn is chunked with transaction info: txns empty or parallel to
+// recs.
+func chunkedTxn(recs []record.Record, txns []record.Txn, size int) func() ([]record.Record, []record.Txn, error) {
+	return func() ([]record.Record, []record.Txn, error) {
 		if len(recs) == 0 {
-			return nil, io.EOF
+			return nil, nil, io.EOF
 		}
 		n := min(size, len(recs))
 		out := recs[:n]
 		recs = recs[n:]
-		return out, nil
+		var tx []record.Txn
+		if len(txns) > 0 {
+			k := min(n, len(txns)) // tests of a mismatch pass it on
+			tx, txns = txns[:k], txns[k:]
+		}
+		return out, tx, nil
 	}
 }
 
@@ -210,7 +222,7 @@ func TestArchiveAndReadBack(t *testing.T) {
 		for _, f := range files {
 			recs := want[f.Path]
 			// Everything, in one read.
-			got, err := s.Read(ctx, f, f.MinOffset, 1<<30)
+			got, _, err := s.Read(ctx, f, f.MinOffset, 1<<30)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -219,7 +231,7 @@ func TestArchiveAndReadBack(t *testing.T) {
 			from := f.MinOffset + int64(len(recs)/3)
 			var paged []record.Record
 			for from <= f.MaxOffset {
-				got, err := s.Read(ctx, f, from, 3000)
+				got, _, err := s.Read(ctx, f, from, 3000)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -231,11 +243,11 @@ func TestArchiveAndReadBack(t *testing.T) {
 			}
 			equalRecords(t, paged, recs[len(recs)/3:])
 			// Past the end: nothing.
-			if got, err := s.Read(ctx, f, f.MaxOffset+1, 1<<20); err != nil || len(got) != 0 {
+			if got, _, err := s.Read(ctx, f, f.MaxOffset+1, 1<<20); err != nil || len(got) != 0 {
 				t.Fatalf("read past the end: %d records, %v", len(got), err)
 			}
 			// A tiny maxBytes still returns one record.
-			if got, err := s.Read(ctx, f, f.MinOffset, 1); err != nil || len(got) != 1 || got[0].Offset != f.MinOffset {
+			if got, _, err := s.Read(ctx, f, f.MinOffset, 1); err != nil || len(got) != 1 || got[0].Offset != f.MinOffset {
 				t.Fatalf("read with maxBytes 1: %+v, %v", got, err)
 			}
 		}
@@ -288,7 +300,7 @@ func TestArchiveIdempotent(t *testing.T) {
 		}
 		// And once more (the bookkeeping after the commit was lost).
 		called := false
-		df2, err := s2.Archive(ctx, r, func() ([]record.Record, error) { called = true; return nil, io.EOF })
+		df2, err := s2.Archive(ctx, r, func() ([]record.Record, []record.Txn, error) { called = true; return nil, nil, io.EOF })
 		if err != nil || df2 != df || called {
 			t.Fatalf("second archive: %+v, %v (next called: %v)", df2, err, called)
 		}
@@ -320,7 +332,7 @@ func TestS3Outage(t *testing.T) {
 	r := ref("outage", 0, 1, 10, 2000)
 	calls := 0
 	next := chunked(recs, 100)
-	_, err := s.Archive(ctx, r, func() ([]record.Record, error) {
+	_, err := s.Archive(ctx, r, func() ([]record.Record, []record.Txn, error) {
 		calls++
 		if calls == 3 {
 			b.s3.Kill()
@@ -347,7 +359,7 @@ func TestS3Outage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := s.Read(ctx, df, 10, 1<<30)
+	got, _, err := s.Read(ctx, df, 10, 1<<30)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -387,11 +399,11 @@ func TestS3Outage(t *testing.T) {
 	// A cold read fails while the store is down and works after.
 	s5 := openStore(t, b.cfg)
 	b.s3.Kill()
-	if _, err := s5.Read(ctx, df, 500, 1<<20); err == nil {
+	if _, _, err := s5.Read(ctx, df, 500, 1<<20); err == nil {
 		t.Fatal("cold read succeeded with the store down")
 	}
 	b.s3.Restart(t)
-	if got, err := s5.Read(ctx, df, 500, 1<<20); err != nil || got[0].Offset != 500 {
+	if got, _, err := s5.Read(ctx, df, 500, 1<<20); err != nil || got[0].Offset != 500 {
 		t.Fatalf("read after the outage: %v", err)
 	}
 }
@@ -423,7 +435,7 @@ func TestReadFetchesOnlyNeededRowGroups(t *testing.T) {
 	s2.footers.forget(df.Path)
 
 	before := s2.Stats()
-	got, err := s2.Read(ctx, df, 12345, 2000)
+	got, _, err := s2.Read(ctx, df, 12345, 2000)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -437,7 +449,7 @@ func TestReadFetchesOnlyNeededRowGroups(t *testing.T) {
 
 	// The footer is cached now: one GET per row group read.
 	before = s2.Stats()
-	if _, err := s2.Read(ctx, df, 18000, 2000); err != nil {
+	if _, _, err := s2.Read(ctx, df, 18000, 2000); err != nil {
 		t.Fatal(err)
 	}
 	if d := diff(s2.Stats(), before); d.Gets != 1 {
@@ -445,7 +457,7 @@ func TestReadFetchesOnlyNeededRowGroups(t *testing.T) {
 	}
 	// A consumer reading on within that row group needs no request.
 	before = s2.Stats()
-	if got, err := s2.Read(ctx, df, 18010, 2000); err != nil || got[0].Offset != 18010 {
+	if got, _, err := s2.Read(ctx, df, 18010, 2000); err != nil || got[0].Offset != 18010 {
 		t.Fatalf("read on: %v", err)
 	}
 	if d := diff(s2.Stats(), before); d.Gets != 0 {
@@ -454,7 +466,7 @@ func TestReadFetchesOnlyNeededRowGroups(t *testing.T) {
 	// And survives a restart on disk.
 	s3 := openStore(t, cfg)
 	before = s3.Stats()
-	if _, err := s3.Read(ctx, df, 100, 2000); err != nil {
+	if _, _, err := s3.Read(ctx, df, 100, 2000); err != nil {
 		t.Fatal(err)
 	}
 	if d := diff(s3.Stats(), before); d.Gets != 1 {
@@ -498,7 +510,7 @@ func TestRemove(t *testing.T) {
 			if _, err := s.obj.size(ctx, df.Path); !errors.Is(err, os.ErrNotExist) {
 				t.Fatalf("%s still there: %v", df.Path, err)
 			}
-			if _, err := s.Read(ctx, df, 0, 100); err == nil {
+			if _, _, err := s.Read(ctx, df, 0, 100); err == nil {
 				t.Fatalf("read of a removed file succeeded")
 			}
 		}
@@ -698,7 +710,7 @@ func TestLargeSegmentMultipart(t *testing.T) {
 	r := ref("big", 0, 0, 0, len(recs))
 	next := chunked(recs, 1000)
 	calls := 0
-	_, err := s.Archive(ctx, r, func() ([]record.Record, error) {
+	_, err := s.Archive(ctx, r, func() ([]record.Record, []record.Txn, error) {
 		if calls++; calls == 50 { // past the first 8 MiB: streaming
 			b.s3.Kill()
 		}
@@ -715,7 +727,7 @@ func TestLargeSegmentMultipart(t *testing.T) {
 	if df.Bytes < singlePutMax {
 		t.Fatalf("file of %d bytes did not need a multipart upload", df.Bytes)
 	}
-	got, err := openStore(t, b.cfg).Read(ctx, df, 0, 1<<30)
+	got, _, err := openStore(t, b.cfg).Read(ctx, df, 0, 1<<30)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -131,8 +131,13 @@ func (s *Store) openFile(ctx context.Context, uri string, size int64) (*parquet.
 	if err != nil {
 		return nil, fmt.Errorf("open parquet footer: %w", err)
 	}
-	if len(f.Metadata().RowGroups) > 0 && len(f.Metadata().RowGroups[0].Columns) != numColumns {
-		return nil, fmt.Errorf("not a korvet segment file: %d columns", len(f.Metadata().RowGroups[0].Columns))
+	if _, err := columnsOf(f.Schema()); err != nil {
+		return nil, err
+	}
+	for i := range f.Metadata().RowGroups {
+		if n := len(f.Metadata().RowGroups[i].Columns); n != len(f.Schema().Columns()) {
+			return nil, fmt.Errorf("not a korvet segment file: row group %d has %d columns", i, n)
+		}
 	}
 	s.footers.add(key, len(tail), f)
 	return f, nil

@@ -284,7 +284,7 @@ func TestRESTCatalog(t *testing.T) {
 	if err != nil || len(files) != 2 {
 		t.Fatalf("files %+v, %v", files, err)
 	}
-	got, err := s2.Read(ctx, files[0], 0, 1<<30)
+	got, _, err := s2.Read(ctx, files[0], 0, 1<<30)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 
 	"github.com/parquet-go/parquet-go"
@@ -24,51 +25,78 @@ import (
 // row groups are kept for a while, so a consumer paging through a file
 // fetches and decodes each row group once. The records' bytes are shared
 // with that cache: read them, never modify them.
-func (s *Store) Read(ctx context.Context, f DataFile, from int64, maxBytes int) ([]record.Record, error) {
+//
+// txns is empty when none of the records returned is transactional, else
+// parallel to recs (ProducerID -1 for a record outside transactions). A
+// file written before the transaction columns holds no transactional
+// records.
+func (s *Store) Read(ctx context.Context, f DataFile, from int64, maxBytes int) (recs []record.Record, txns []record.Txn, err error) {
 	pf, err := s.openFile(ctx, f.Path, f.Bytes)
 	if err != nil {
-		return nil, fmt.Errorf("cold read %s: %w", f.Path, err)
+		return nil, nil, fmt.Errorf("cold read %s: %w", f.Path, err)
+	}
+	cols, err := columnsOf(pf.Schema())
+	if err != nil {
+		return nil, nil, fmt.Errorf("cold read %s: %w", f.Path, err)
 	}
 	md := pf.Metadata()
-	var out []record.Record
 	size := 0
 	for rg := range md.RowGroups {
-		if _, hi, ok := int64Bounds(&md.RowGroups[rg], colOffset); ok && hi < from {
+		if _, hi, ok := int64Bounds(&md.RowGroups[rg], cols.offset); ok && hi < from {
 			continue
 		}
-		recs, err := s.rowGroup(ctx, f.Path, pf, rg)
+		g, err := s.rowGroup(ctx, f.Path, pf, &cols, rg)
 		if err != nil {
-			return nil, fmt.Errorf("cold read %s: %w", f.Path, err)
+			return nil, nil, fmt.Errorf("cold read %s: %w", f.Path, err)
 		}
-		i, _ := slices.BinarySearchFunc(recs, from, func(r record.Record, off int64) int { return cmp.Compare(r.Offset, off) })
-		for ; i < len(recs); i++ {
-			sz := recs[i].Size()
-			if size+sz > maxBytes && len(out) > 0 {
-				return out, nil
+		i, _ := slices.BinarySearchFunc(g.recs, from, func(r record.Record, off int64) int { return cmp.Compare(r.Offset, off) })
+		for ; i < len(g.recs); i++ {
+			sz := g.recs[i].Size()
+			if size+sz > maxBytes && len(recs) > 0 {
+				return recs, txns, nil
 			}
-			out = append(out, recs[i])
+			tx := record.Txn{ProducerID: -1}
+			if len(g.txns) > 0 {
+				tx = g.txns[i]
+			}
+			if len(txns) > 0 || tx.ProducerID >= 0 || tx.Control {
+				// From the first transactional record on; the ones
+				// before it were not.
+				for len(txns) < len(recs) {
+					txns = append(txns, record.Txn{ProducerID: -1})
+				}
+				txns = append(txns, tx)
+			}
+			recs = append(recs, g.recs[i])
 			size += sz
 		}
-		if size >= maxBytes && len(out) > 0 {
+		if size >= maxBytes && len(recs) > 0 {
 			break
 		}
 	}
-	return out, nil
+	return recs, txns, nil
+}
+
+// rowGroupData is a decoded row group; txns is empty when no record in it
+// is transactional, else parallel to recs.
+type rowGroupData struct {
+	recs []record.Record
+	txns []record.Txn
 }
 
 // rowGroup returns all records of a row group, from the cache or decoded
 // from one ranged GET.
-func (s *Store) rowGroup(ctx context.Context, uri string, pf *parquet.File, rg int) ([]record.Record, error) {
+func (s *Store) rowGroup(ctx context.Context, uri string, pf *parquet.File, cols *fileColumns, rg int) (rowGroupData, error) {
 	key := rgKey{uri: uri, rg: rg, size: pf.Size()}
-	if recs, ok := s.groups.get(key); ok {
-		return recs, nil
+	if g, ok := s.groups.get(key); ok {
+		return g, nil
 	}
-	recs, bytes, err := s.readRowGroup(ctx, uri, pf, rg)
+	g, bytes, err := s.readRowGroup(ctx, uri, pf, cols, rg)
 	if err != nil {
-		return nil, err
+		return rowGroupData{}, err
 	}
-	s.groups.add(key, recs, bytes)
-	return recs, nil
+	s.groups.add(key, g, bytes)
+	return g, nil
 }
 
 // OffsetForTime returns the first record of f (in offset order) whose
@@ -80,21 +108,25 @@ func (s *Store) OffsetForTime(ctx context.Context, f DataFile, ts int64) (offset
 	if err != nil {
 		return 0, 0, false, fmt.Errorf("cold offset for time %s: %w", f.Path, err)
 	}
+	cols, err := columnsOf(pf.Schema())
+	if err != nil {
+		return 0, 0, false, fmt.Errorf("cold offset for time %s: %w", f.Path, err)
+	}
 	md := pf.Metadata()
 	for rg := range md.RowGroups {
-		if _, hi, ok := int64Bounds(&md.RowGroups[rg], colTimestamp); ok && hi < ts {
+		if _, hi, ok := int64Bounds(&md.RowGroups[rg], cols.timestamp); ok && hi < ts {
 			continue
 		}
-		r, err := s.fetchColumns(ctx, f.Path, &md.RowGroups[rg], colOffset, colTimestamp)
+		r, err := s.fetchColumns(ctx, f.Path, &md.RowGroups[rg], cols.offset, cols.timestamp)
 		if err != nil {
 			return 0, 0, false, fmt.Errorf("cold offset for time %s: %w", f.Path, err)
 		}
 		chunks := pf.RowGroups()[rg].ColumnChunks()
-		offs, err := readInt64s(chunks[colOffset], r)
+		offs, err := readInt64s(chunks[cols.offset], r)
 		if err != nil {
 			return 0, 0, false, fmt.Errorf("cold offset for time %s: %w", f.Path, err)
 		}
-		tss, err := readInt64s(chunks[colTimestamp], r)
+		tss, err := readInt64s(chunks[cols.timestamp], r)
 		if err != nil {
 			return 0, 0, false, fmt.Errorf("cold offset for time %s: %w", f.Path, err)
 		}
@@ -187,49 +219,136 @@ func (r *spanReader) ReadAt(p []byte, off int64) (int, error) {
 
 // readRowGroup decodes all records of row group rg; bytes is the memory
 // they hold.
-func (s *Store) readRowGroup(ctx context.Context, uri string, pf *parquet.File, rg int) ([]record.Record, int, error) {
+func (s *Store) readRowGroup(ctx context.Context, uri string, pf *parquet.File, cols *fileColumns, rg int) (rowGroupData, int, error) {
 	md := &pf.Metadata().RowGroups[rg]
-	all := make([]int, numColumns)
+	all := make([]int, cols.n)
 	for i := range all {
 		all[i] = i
 	}
 	r, err := s.fetchColumns(ctx, uri, md, all...)
 	if err != nil {
-		return nil, 0, err
+		return rowGroupData{}, 0, err
 	}
 	chunks := pf.RowGroups()[rg].ColumnChunks()
-	offs, err := readInt64s(chunks[colOffset], r)
+	offs, err := readInt64s(chunks[cols.offset], r)
 	if err != nil {
-		return nil, 0, err
+		return rowGroupData{}, 0, err
 	}
-	tss, err := readInt64s(chunks[colTimestamp], r)
+	tss, err := readInt64s(chunks[cols.timestamp], r)
 	if err != nil {
-		return nil, 0, err
+		return rowGroupData{}, 0, err
 	}
 	var arena []byte
-	keys, err := readBytes(chunks[colKey], r, &arena)
+	keys, err := readBytes(chunks[cols.key], r, &arena)
 	if err != nil {
-		return nil, 0, err
+		return rowGroupData{}, 0, err
 	}
-	vals, err := readBytes(chunks[colValue], r, &arena)
+	vals, err := readBytes(chunks[cols.value], r, &arena)
 	if err != nil {
-		return nil, 0, err
+		return rowGroupData{}, 0, err
 	}
-	hdrs, err := readHeaders(chunks[colHeaderKey], chunks[colHeaderValue], r, &arena)
+	hdrs, err := readHeaders(chunks[cols.headerKey], chunks[cols.headerValue], r, &arena)
 	if err != nil {
-		return nil, 0, err
+		return rowGroupData{}, 0, err
 	}
 	n := len(offs)
 	if len(tss) != n || len(keys) != n || len(vals) != n || len(hdrs) != n {
-		return nil, 0, fmt.Errorf("row group %d: columns disagree on the row count", rg)
+		return rowGroupData{}, 0, fmt.Errorf("row group %d: columns disagree on the row count", rg)
+	}
+	var txns []record.Txn
+	if cols.hasTxn() {
+		if txns, err = readTxns(chunks, cols, r, n); err != nil {
+			return rowGroupData{}, 0, fmt.Errorf("row group %d: %w", rg, err)
+		}
 	}
 	recs := make([]record.Record, n)
 	for i := range recs {
 		recs[i] = record.Record{Offset: offs[i], Timestamp: tss[i], Key: keys[i], Value: vals[i], Headers: hdrs[i]}
 	}
-	// A Record is two int64s and three slice headers.
-	const recordSize = 2*8 + 3*24
-	return recs, cap(arena) + n*recordSize, nil
+	// A Record is two int64s and three slice headers; a Txn 16 bytes.
+	const recordSize, txnSize = 2*8 + 3*24, 16
+	return rowGroupData{recs, txns}, cap(arena) + n*recordSize + len(txns)*txnSize, nil
+}
+
+// readTxns decodes the transaction columns of a row group of n rows: nil
+// when no row is transactional (the common case keeps nothing).
+func readTxns(chunks []parquet.ColumnChunk, cols *fileColumns, r io.ReaderAt, n int) ([]record.Txn, error) {
+	pids, err := readOptional(chunks[cols.producerID], r, func(v parquet.Value) int64 { return v.Int64() })
+	if err != nil {
+		return nil, err
+	}
+	epochs, err := readOptional(chunks[cols.producerEpoch], r, func(v parquet.Value) int64 { return int64(v.Int32()) })
+	if err != nil {
+		return nil, err
+	}
+	ctls, err := readOptional(chunks[cols.control], r, func(v parquet.Value) int64 { return int64(btoi(v.Boolean())) })
+	if err != nil {
+		return nil, err
+	}
+	if len(pids) != n || len(epochs) != n || len(ctls) != n {
+		return nil, errors.New("transaction columns disagree on the row count")
+	}
+	found := false
+	for i := range n {
+		if pids[i] >= 0 || ctls[i] > 0 {
+			found = true
+			break
+		}
+	}
+	if !found {
+		return nil, nil
+	}
+	txns := make([]record.Txn, n)
+	for i := range txns {
+		txns[i] = record.Txn{ProducerID: -1, Control: ctls[i] > 0}
+		if pids[i] >= 0 {
+			if epochs[i] < math.MinInt16 || epochs[i] > math.MaxInt16 {
+				return nil, fmt.Errorf("producer epoch %d out of range", epochs[i])
+			}
+			txns[i].ProducerID, txns[i].Epoch = pids[i], int16(epochs[i])
+		}
+	}
+	return txns, nil
+}
+
+// readOptional decodes an optional primitive column chunk, null as -1.
+func readOptional(cc parquet.ColumnChunk, r io.ReaderAt, conv func(parquet.Value) int64) ([]int64, error) {
+	fc, ok := cc.(*parquet.FileColumnChunk)
+	if !ok {
+		return nil, errors.New("not a file column chunk")
+	}
+	pages := fc.PagesFrom(r)
+	defer pages.Close()
+	out := make([]int64, 0, fc.NumValues())
+	vals := make([]parquet.Value, 1024)
+	for {
+		p, err := pages.ReadPage()
+		if err == io.EOF {
+			return out, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("column %d: %w", fc.Column(), err)
+		}
+		vr := p.Values()
+		for {
+			n, err := vr.ReadValues(vals)
+			for _, v := range vals[:n] {
+				if v.IsNull() {
+					out = append(out, -1)
+				} else {
+					out = append(out, conv(v))
+				}
+			}
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				parquet.Release(p)
+				return nil, fmt.Errorf("column %d: %w", fc.Column(), err)
+			}
+		}
+		parquet.Release(p)
+	}
 }
 
 // readInt64s decodes a required int64 column chunk.
@@ -419,7 +538,7 @@ func readHeaders(keyCol, valCol parquet.ColumnChunk, r io.ReaderAt, arena *[]byt
 // groupCache keeps recently decoded row groups, bounded by the memory
 // their records hold; a row group larger than the whole bound is not kept.
 type groupCache struct {
-	mem *lru.Cache[rgKey, []record.Record]
+	mem *lru.Cache[rgKey, rowGroupData]
 }
 
 type rgKey struct {
@@ -429,15 +548,15 @@ type rgKey struct {
 }
 
 func newGroupCache(limit int) *groupCache {
-	return &groupCache{mem: lru.New[rgKey, []record.Record](limit)}
+	return &groupCache{mem: lru.New[rgKey, rowGroupData](limit)}
 }
 
-func (c *groupCache) get(k rgKey) ([]record.Record, bool) {
+func (c *groupCache) get(k rgKey) (rowGroupData, bool) {
 	return c.mem.Get(k)
 }
 
-func (c *groupCache) add(k rgKey, recs []record.Record, bytes int) {
-	c.mem.Add(k, recs, bytes)
+func (c *groupCache) add(k rgKey, g rowGroupData, bytes int) {
+	c.mem.Add(k, g, bytes)
 }
 
 // forget drops the row groups of a removed file.

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"strconv"
+	"strings"
 
 	"github.com/apache/iceberg-go"
 	"github.com/parquet-go/parquet-go"
@@ -15,26 +16,33 @@ import (
 	"github.com/korvet/korvet/engine/record"
 )
 
-// Iceberg field ids of a topic table. They are what iceberg.NewMetadata
-// assigns to tableSchema (top-level fields first, then nested ones), and
-// the Parquet writer puts the same ids on its columns; openTable checks
-// that a table's schema still has them.
+// Iceberg field ids of a topic table. Ids 1-9 are what iceberg.NewMetadata
+// assigns to tableSchema (top-level fields first, then nested ones); 10-12
+// are what adding txnFields, in order, to such a table assigns. The Parquet
+// writer puts the same ids on its columns; checkSchema verifies a table
+// still has them.
 const (
-	idPartition   = 1
-	idOffset      = 2
-	idTimestamp   = 3
-	idKey         = 4
-	idValue       = 5
-	idHeaders     = 6
-	idHeader      = 7
-	idHeaderKey   = 8
-	idHeaderValue = 9
+	idPartition     = 1
+	idOffset        = 2
+	idTimestamp     = 3
+	idKey           = 4
+	idValue         = 5
+	idHeaders       = 6
+	idHeader        = 7
+	idHeaderKey     = 8
+	idHeaderValue   = 9
+	idProducerID    = 10
+	idProducerEpoch = 11
+	idControl       = 12
 )
 
-// tableSchema is a topic table's Iceberg schema. timestamp is the Kafka
-// timestamp in epoch milliseconds as a long: Iceberg timestamps are
-// microseconds, and a Kafka timestamp can be any int64, so a long keeps
-// every value exact (query engines: to_timestamp_millis / epoch_ms).
+// tableSchema is the Iceberg schema a topic table is created with (and the
+// whole schema of tables written before transactions); the first archive
+// into a table adds txnFields, so new and old tables get the same ids.
+// timestamp is the Kafka timestamp in epoch milliseconds as a long: Iceberg
+// timestamps are microseconds, and a Kafka timestamp can be any int64, so a
+// long keeps every value exact (query engines: to_timestamp_millis /
+// epoch_ms).
 func tableSchema() *iceberg.Schema {
 	return iceberg.NewSchema(0,
 		iceberg.NestedField{ID: idPartition, Name: "partition", Type: iceberg.PrimitiveTypes.Int32, Required: true, Doc: "Kafka partition"},
@@ -54,34 +62,95 @@ func tableSchema() *iceberg.Schema {
 	)
 }
 
-// Leaf column indexes of segmentSchema. parquet.Group orders fields by
-// name, so the file's columns are alphabetical; readers go by field id.
-const (
-	colHeaderKey = iota
-	colHeaderValue
-	colKey
-	colOffset
-	colPartition
-	colTimestamp
-	colValue
-	numColumns
-)
+// txnFields are the columns transactions added, in the order they are
+// added to a table. Iceberg requires added columns to be optional: a row
+// of a file written before them reads as null, which means what it meant
+// then, a record outside any transaction.
+func txnFields() []iceberg.NestedField {
+	return []iceberg.NestedField{
+		{ID: idProducerID, Name: "producer_id", Type: iceberg.PrimitiveTypes.Int64,
+			Doc: "producer id of a record of a transactional batch or of a control record; null otherwise"},
+		{ID: idProducerEpoch, Name: "producer_epoch", Type: iceberg.PrimitiveTypes.Int32,
+			Doc: "producer epoch (Kafka int16) when producer_id is set; null otherwise"},
+		{ID: idControl, Name: "control", Type: iceberg.PrimitiveTypes.Bool,
+			Doc: "true for a transaction marker (commit/abort control record), not data"},
+	}
+}
 
 // segmentSchema is the Parquet schema of one archived segment, with the
-// Iceberg field ids of tableSchema.
+// Iceberg field ids of tableSchema and txnFields. parquet.Group orders
+// fields by name, so the file's columns are alphabetical; files written
+// before the transaction columns have other column indexes, so readers
+// locate columns by name (columnsOf).
 func segmentSchema() *parquet.Schema {
 	delta := func(n parquet.Node) parquet.Node { return parquet.Encoded(n, &parquet.DeltaBinaryPacked) }
 	return parquet.NewSchema("kafka_record", parquet.Group{
-		"partition": parquet.FieldID(parquet.Int(32), idPartition),
-		"offset":    parquet.FieldID(delta(parquet.Int(64)), idOffset),
-		"timestamp": parquet.FieldID(delta(parquet.Int(64)), idTimestamp),
-		"key":       parquet.FieldID(parquet.Optional(parquet.Leaf(parquet.ByteArrayType)), idKey),
-		"value":     parquet.FieldID(parquet.Optional(parquet.Leaf(parquet.ByteArrayType)), idValue),
+		"producer_id":    parquet.FieldID(parquet.Optional(parquet.Int(64)), idProducerID),
+		"producer_epoch": parquet.FieldID(parquet.Optional(parquet.Int(32)), idProducerEpoch),
+		"control":        parquet.FieldID(parquet.Optional(parquet.Leaf(parquet.BooleanType)), idControl),
+		"partition":      parquet.FieldID(parquet.Int(32), idPartition),
+		"offset":         parquet.FieldID(delta(parquet.Int(64)), idOffset),
+		"timestamp":      parquet.FieldID(delta(parquet.Int(64)), idTimestamp),
+		"key":            parquet.FieldID(parquet.Optional(parquet.Leaf(parquet.ByteArrayType)), idKey),
+		"value":          parquet.FieldID(parquet.Optional(parquet.Leaf(parquet.ByteArrayType)), idValue),
 		"headers": parquet.FieldID(parquet.List(parquet.FieldID(parquet.Group{
 			"key":   parquet.FieldID(parquet.Encoded(parquet.String(), &parquet.RLEDictionary), idHeaderKey),
 			"value": parquet.FieldID(parquet.Optional(parquet.Leaf(parquet.ByteArrayType)), idHeaderValue),
 		}, idHeader)), idHeaders),
 	})
+}
+
+// fileColumns holds the leaf column indexes of one segment file; -1 for a
+// column the file lacks (the transaction columns, in files written before
+// them).
+type fileColumns struct {
+	headerKey, headerValue, key, offset, partition, timestamp, value int
+	producerID, producerEpoch, control                               int
+	n                                                                int // leaf columns
+}
+
+// hasTxn reports whether the file has the transaction columns.
+func (c *fileColumns) hasTxn() bool {
+	return c.producerID >= 0 && c.producerEpoch >= 0 && c.control >= 0
+}
+
+// columnsOf locates the columns of a segment file's schema, and rejects a
+// file that is not a korvet segment.
+func columnsOf(sc *parquet.Schema) (fileColumns, error) {
+	c := fileColumns{-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0}
+	byPath := map[string]*int{
+		"headers.list.element.key": &c.headerKey, "headers.list.element.value": &c.headerValue,
+		"key": &c.key, "offset": &c.offset, "partition": &c.partition, "timestamp": &c.timestamp, "value": &c.value,
+		"producer_id": &c.producerID, "producer_epoch": &c.producerEpoch, "control": &c.control,
+	}
+	cols := sc.Columns()
+	c.n = len(cols)
+	for i, path := range cols {
+		if p, ok := byPath[strings.Join(path, ".")]; ok {
+			*p = i
+		}
+	}
+	for name, p := range byPath {
+		switch {
+		case name == "producer_id" || name == "producer_epoch" || name == "control":
+		case *p < 0:
+			return c, fmt.Errorf("not a korvet segment file: no column %s", name)
+		}
+	}
+	if tx := c.producerID >= 0 || c.producerEpoch >= 0 || c.control >= 0; tx && !c.hasTxn() {
+		return c, errors.New("not a korvet segment file: some transaction columns missing")
+	}
+	if want := 7 + 3*btoi(c.hasTxn()); c.n != want {
+		return c, fmt.Errorf("not a korvet segment file: %d columns", c.n)
+	}
+	return c, nil
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // segmentWriter streams records into one Parquet file, cutting a row group
@@ -93,6 +162,8 @@ type segmentWriter struct {
 	pending       int // record bytes in the open row group
 	rows          []parquet.Row
 	vals          []parquet.Value
+	starts        []int // where each row of a batch begins in vals
+	cols          fileColumns
 
 	partition int32
 	count     int64
@@ -102,10 +173,11 @@ type segmentWriter struct {
 	maxTs     int64
 	nullKeys  int64
 	nullVals  int64
+	txnRows   int64 // rows with a producer id
 	lastOff   int64
 }
 
-func newSegmentWriter(out io.Writer, schema *parquet.Schema, codec *zstd.Codec, ref SegmentRef, rowGroupBytes int) *segmentWriter {
+func newSegmentWriter(out io.Writer, schema *parquet.Schema, cols fileColumns, codec *zstd.Codec, ref SegmentRef, rowGroupBytes int) *segmentWriter {
 	w := parquet.NewGenericWriter[any](out, schema,
 		parquet.Compression(codec),
 		parquet.PageBufferSize(256<<10),
@@ -122,7 +194,7 @@ func newSegmentWriter(out io.Writer, schema *parquet.Schema, codec *zstd.Codec, 
 		parquet.KeyValueMetadata("korvet.segment", strconv.FormatInt(ref.Segment, 10)),
 	)
 	return &segmentWriter{
-		w: w, rowGroupBytes: rowGroupBytes, partition: ref.Partition,
+		w: w, cols: cols, rowGroupBytes: rowGroupBytes, partition: ref.Partition,
 		minOff: math.MaxInt64, maxOff: math.MinInt64, minTs: math.MaxInt64, maxTs: math.MinInt64,
 		lastOff: -1,
 	}
@@ -131,7 +203,14 @@ func newSegmentWriter(out io.Writer, schema *parquet.Schema, codec *zstd.Codec, 
 var errOffsetOrder = errors.New("records out of offset order")
 
 // write appends records, which must come in increasing offset order.
-func (s *segmentWriter) write(recs []record.Record) error {
+// txns is empty when no record is transactional, else parallel to recs.
+func (s *segmentWriter) write(recs []record.Record, txns []record.Txn) error {
+	if len(txns) != 0 && len(txns) != len(recs) {
+		return fmt.Errorf("%d transaction entries for %d records", len(txns), len(recs))
+	}
+	if len(txns) != 0 && !s.cols.hasTxn() {
+		return errors.New("transactional records, but the file has no transaction columns")
+	}
 	for len(recs) > 0 {
 		// Take what fits in the open row group (at least one record).
 		n, size := 0, 0
@@ -139,7 +218,11 @@ func (s *segmentWriter) write(recs []record.Record) error {
 			size += recs[n].Size()
 			n++
 		}
-		if err := s.writeRows(recs[:n]); err != nil {
+		var tx []record.Txn
+		if len(txns) > 0 {
+			tx, txns = txns[:n], txns[n:]
+		}
+		if err := s.writeRows(recs[:n], tx); err != nil {
 			return err
 		}
 		s.pending += size
@@ -154,35 +237,62 @@ func (s *segmentWriter) write(recs []record.Record) error {
 	return nil
 }
 
-func (s *segmentWriter) writeRows(recs []record.Record) error {
+func (s *segmentWriter) writeRows(recs []record.Record, txns []record.Txn) error {
 	s.vals = s.vals[:0]
+	c := &s.cols
 	// One backing array holds the values of the whole batch; the rows
-	// slice into it once it has stopped growing.
+	// slice into it once it has stopped growing. A row's values go in
+	// column order, which is alphabetical (see segmentSchema).
+	s.starts = s.starts[:0]
 	for i := range recs {
 		r := &recs[i]
 		if r.Offset <= s.lastOff {
 			return fmt.Errorf("%w: offset %d after %d", errOffsetOrder, r.Offset, s.lastOff)
 		}
 		s.lastOff = r.Offset
+		s.starts = append(s.starts, len(s.vals))
+		tx := record.Txn{ProducerID: -1}
+		if len(txns) > 0 {
+			tx = txns[i]
+		}
+		if c.hasTxn() {
+			s.vals = append(s.vals, parquet.BooleanValue(tx.Control).Level(0, 1, c.control))
+		}
 		if len(r.Headers) == 0 {
 			s.vals = append(s.vals,
-				parquet.NullValue().Level(0, 0, colHeaderKey),
-				parquet.NullValue().Level(0, 0, colHeaderValue))
+				parquet.NullValue().Level(0, 0, c.headerKey),
+				parquet.NullValue().Level(0, 0, c.headerValue))
 		} else {
 			for j := range r.Headers {
-				s.vals = append(s.vals, parquet.ByteArrayValue(r.Headers[j].Key).Level(min(j, 1), 1, colHeaderKey))
+				s.vals = append(s.vals, parquet.ByteArrayValue(r.Headers[j].Key).Level(min(j, 1), 1, c.headerKey))
 			}
 			for j := range r.Headers {
 				v := r.Headers[j].Value
-				s.vals = append(s.vals, optBytes(v).Level(min(j, 1), defOf(v, 2), colHeaderValue))
+				s.vals = append(s.vals, optBytes(v).Level(min(j, 1), defOf(v, 2), c.headerValue))
 			}
 		}
 		s.vals = append(s.vals,
-			optBytes(r.Key).Level(0, defOf(r.Key, 1), colKey),
-			parquet.Int64Value(r.Offset).Level(0, 0, colOffset),
-			parquet.Int32Value(s.partition).Level(0, 0, colPartition),
-			parquet.Int64Value(r.Timestamp).Level(0, 0, colTimestamp),
-			optBytes(r.Value).Level(0, defOf(r.Value, 1), colValue),
+			optBytes(r.Key).Level(0, defOf(r.Key, 1), c.key),
+			parquet.Int64Value(r.Offset).Level(0, 0, c.offset),
+			parquet.Int32Value(s.partition).Level(0, 0, c.partition),
+		)
+		if c.hasTxn() {
+			// A record outside any transaction has null producer columns:
+			// what a file without them reads as.
+			if tx.ProducerID >= 0 {
+				s.vals = append(s.vals,
+					parquet.Int32Value(int32(tx.Epoch)).Level(0, 1, c.producerEpoch),
+					parquet.Int64Value(tx.ProducerID).Level(0, 1, c.producerID))
+				s.txnRows++
+			} else {
+				s.vals = append(s.vals,
+					parquet.NullValue().Level(0, 0, c.producerEpoch),
+					parquet.NullValue().Level(0, 0, c.producerID))
+			}
+		}
+		s.vals = append(s.vals,
+			parquet.Int64Value(r.Timestamp).Level(0, 0, c.timestamp),
+			optBytes(r.Value).Level(0, defOf(r.Value, 1), c.value),
 		)
 		s.count++
 		s.minOff, s.maxOff = min(s.minOff, r.Offset), max(s.maxOff, r.Offset)
@@ -195,10 +305,12 @@ func (s *segmentWriter) writeRows(recs []record.Record) error {
 		}
 	}
 	s.rows = s.rows[:0]
-	for i, off := 0, 0; i < len(recs); i++ {
-		n := 5 + 2*max(len(recs[i].Headers), 1)
-		s.rows = append(s.rows, parquet.Row(s.vals[off:off+n:off+n]))
-		off += n
+	for i, start := range s.starts {
+		end := len(s.vals)
+		if i+1 < len(s.starts) {
+			end = s.starts[i+1]
+		}
+		s.rows = append(s.rows, parquet.Row(s.vals[start:end:end]))
 	}
 	if _, err := s.w.WriteRows(s.rows); err != nil {
 		return fmt.Errorf("parquet: %w", err)

@@ -513,13 +513,13 @@ func TestArchiveInterruptedByLeadershipMove(t *testing.T) {
 	// before it marks the segment archived.
 	from := sg.Base
 	df, err := storeA.Archive(ctx, cold.SegmentRef{Topic: "arch", TopicID: tp.ID(), Partition: 0, Segment: sg.ID, BaseOffset: sg.Base, LastOffset: sg.Last},
-		func() ([]record.Record, error) {
+		func() ([]record.Record, []record.Txn, error) {
 			if from > sg.Last {
-				return nil, io.EOF
+				return nil, nil, io.EOF
 			}
 			res, err := p.Read(ctx, from, 1<<20)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			var out []record.Record
 			for _, rec := range res.Records {
@@ -529,10 +529,10 @@ func TestArchiveInterruptedByLeadershipMove(t *testing.T) {
 			}
 			res.Release()
 			if len(out) == 0 {
-				return nil, io.EOF
+				return nil, nil, io.EOF
 			}
 			from = out[len(out)-1].Offset + 1
-			return out, nil
+			return out, nil, nil
 		})
 	if err != nil {
 		t.Fatal(err)

@@ -21,7 +21,11 @@ type ReadResult struct {
 	Records []record.Record
 	// Codecs holds, per record, the compression codec its producer used
 	// (0 for none, and for records read from the cold tier).
-	Codecs        []int8
+	Codecs []int8
+	// Txns marks records of transactional batches and control records:
+	// empty when no record read is transactional, else parallel to
+	// Records (ProducerID -1 for the others).
+	Txns          []record.Txn
 	HighWatermark int64
 	LogStart      int64
 
@@ -43,7 +47,7 @@ func (r *ReadResult) Release() {
 		r.rs = nil
 	}
 	clear(r.Records)
-	r.Records, r.Codecs = r.Records[:0], r.Codecs[:0]
+	r.Records, r.Codecs, r.Txns = r.Records[:0], r.Codecs[:0], r.Txns[:0]
 	r.cut = false
 	r.dec.Reset()
 	readResults.Put(r)
@@ -128,12 +132,16 @@ func (p *Partition) read(ctx context.Context, offset int64, maxBytes int, until 
 			err = p.readStream(ctx, res, sg.ID, offset, end, min(count, end-offset+1), maxBytes)
 		default:
 			var recs []record.Record
-			recs, err = p.readCold(ctx, sg, offset, maxBytes)
+			var txns []record.Txn
+			recs, txns, err = p.readCold(ctx, sg, offset, maxBytes)
 			for len(recs) > 0 && recs[len(recs)-1].Offset > end {
 				recs = recs[:len(recs)-1] // past until
 			}
 			res.Records = append(res.Records, recs...)
 			res.Codecs = append(res.Codecs, make([]int8, len(recs))...)
+			if len(txns) > 0 {
+				res.Txns = append(res.Txns, txns[:len(recs)]...)
+			}
 			res.cut = len(recs) > 0 && recs[len(recs)-1].Offset < end
 		}
 		if err != nil {

@@ -143,7 +143,7 @@ func (e *Engine) shareAcquireCold(ctx context.Context, group, member string, p *
 			remaining++
 			continue
 		}
-		recs, err := p.readCold(ctx, sg, off, 1)
+		recs, _, err := p.readCold(ctx, sg, off, 1)
 		if err != nil {
 			return nil, false, fmt.Errorf("share acquire cold %s/%d at %d: %w", p.t.name, p.id, off, err)
 		}
@@ -160,7 +160,7 @@ func (e *Engine) shareAcquireCold(ctx context.Context, group, member string, p *
 		remaining++
 	}
 	for st.next <= sg.Last && len(got) < n && remaining < e.opts.Share.MaxPartitionLocks {
-		recs, err := p.readCold(ctx, sg, st.next, 1<<20)
+		recs, _, err := p.readCold(ctx, sg, st.next, 1<<20)
 		if err != nil {
 			return nil, false, fmt.Errorf("share acquire cold %s/%d at %d: %w", p.t.name, p.id, st.next, err)
 		}

@@ -204,23 +204,27 @@ func (p *Partition) archive(ctx context.Context, sg Segment) error {
 		}
 	}()
 	from := sg.Base
-	next := func() ([]record.Record, error) {
+	next := func() ([]record.Record, []record.Txn, error) {
 		if res != nil {
 			res.Release()
 			res = nil
 		}
 		if from > sg.Last {
-			return nil, io.EOF
+			return nil, nil, io.EOF
 		}
 		res = readResults.Get().(*ReadResult)
 		if err := p.readStream(ctx, res, sg.ID, from, sg.Last, maxReadCount, 8<<20); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if len(res.Records) == 0 {
-			return nil, io.EOF
+			return nil, nil, io.EOF
 		}
 		from = res.Records[len(res.Records)-1].Offset + 1
-		return res.Records, nil
+		// Control records and the producers of transactional records go
+		// to the cold tier with them, so a read_committed fetch filters
+		// archived records as it did local ones. (The aborted index stays
+		// in Redis: it is trimmed with the log start, not by archiving.)
+		return res.Records, res.Txns, nil
 	}
 	df, err := e.opts.Cold.Archive(ctx, ref, next)
 	switch {
@@ -272,13 +276,14 @@ func (p *Partition) applyLocalRetention(segs []Segment, s topicSettings, now tim
 	}
 }
 
-// readCold reads an archived segment whose stream has left Redis.
-func (p *Partition) readCold(ctx context.Context, sg Segment, from int64, maxBytes int) ([]record.Record, error) {
+// readCold reads an archived segment whose stream has left Redis; txns as
+// ReadResult.Txns.
+func (p *Partition) readCold(ctx context.Context, sg Segment, from int64, maxBytes int) ([]record.Record, []record.Txn, error) {
 	if sg.File == "" {
-		return nil, nil // archived empty: compaction left nothing
+		return nil, nil, nil // archived empty: compaction left nothing
 	}
 	if p.t.e.opts.Cold == nil {
-		return nil, fmt.Errorf("segment %d is in the cold tier but no cold tier is configured", sg.ID)
+		return nil, nil, fmt.Errorf("segment %d is in the cold tier but no cold tier is configured", sg.ID)
 	}
 	df := cold.DataFile{Path: sg.File, TopicID: p.t.id, Partition: p.id, Segment: sg.ID, Bytes: sg.FileBytes, MinOffset: sg.Base, MaxOffset: sg.Last}
 	return p.t.e.opts.Cold.Read(ctx, df, from, maxBytes)

@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"reflect"
 	"testing"
 	"time"
@@ -229,4 +230,115 @@ func TestDeleteRecordsRemovesColdFiles(t *testing.T) {
 		}
 	}
 	checkLog(t, p, want[to:])
+}
+
+// Reads of archived segments return the records' transaction info
+// (ReadResult.Txns) as the cold tier keeps it. The log here writes no
+// transactional entries of its own, so segment 0's file is archived by hand
+// with transaction info (as a leader that died before marking it archived
+// would leave it); the engine then finds the file in the table, marks the
+// segment archived and drops its stream, and reads go to the file.
+func TestColdReadKeepsTxnInfo(t *testing.T) {
+	r := testbed.StartRedis(t)
+	ctx := context.Background()
+	wh := enginetest.LocalWarehouse(t)
+	e, _ := enginetest.Open(t, r, engine.Options{Cold: enginetest.Cold(t, wh), TieringInterval: time.Hour})
+	tp, err := e.CreateTopic(ctx, "txcold", 1, tieredTopicConfig, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := tp.Partition(0)
+	want := tieredRecords(0, 200, time.Now().UnixMilli())
+	appendAll(t, p, want)
+	sg := p.Segments()[0]
+	if sg.State != engine.SegmentSealed || sg.Last < 20 {
+		t.Fatalf("segment 0: %+v, want sealed with 20 records or more", sg)
+	}
+	txnOf := func(off int64) record.Txn {
+		switch {
+		case off >= 10 && off < 20:
+			return record.Txn{ProducerID: -1} // a stretch without transactions
+		case off%10 == 3 || off%10 == 4:
+			return record.Txn{ProducerID: 5, Epoch: 1}
+		case off%10 == 5:
+			return record.Txn{ProducerID: 5, Epoch: 1, Control: true}
+		}
+		return record.Txn{ProducerID: -1}
+	}
+	res, err := p.Read(ctx, 0, 1<<30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var recs []record.Record
+	var txns []record.Txn
+	for _, rec := range res.Records {
+		if rec.Offset <= sg.Last {
+			recs = append(recs, cloneRecord(rec))
+			txns = append(txns, txnOf(rec.Offset))
+		}
+	}
+	res.Release()
+	if int64(len(recs)) != sg.Last+1 {
+		t.Fatalf("read %d records of segment 0, want %d", len(recs), sg.Last+1)
+	}
+	done := false
+	if _, err := enginetest.Cold(t, wh).Archive(ctx, cold.SegmentRef{Topic: "txcold", TopicID: tp.ID(), Partition: 0, Segment: sg.ID, BaseOffset: sg.Base, LastOffset: sg.Last},
+		func() ([]record.Record, []record.Txn, error) {
+			if done {
+				return nil, nil, io.EOF
+			}
+			done = true
+			return recs, txns, nil
+		}); err != nil {
+		t.Fatal(err)
+	}
+	e.Close()
+
+	e2, _ := enginetest.Open(t, r, engine.Options{Cold: enginetest.Cold(t, wh), TieringInterval: 50 * time.Millisecond})
+	p2 := e2.Topic("txcold").Partition(0)
+	testbed.WaitFor(t, 30*time.Second, "segment 0 archived and gone from Redis", func() bool {
+		s := p2.Segments()[0]
+		return s.State == engine.SegmentArchived && !s.Local
+	})
+	check := func(from int64, maxBytes int) (next int64) {
+		t.Helper()
+		res, err := p2.Read(ctx, from, maxBytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Release()
+		if len(res.Records) == 0 {
+			t.Fatalf("no records at %d", from)
+		}
+		some := false
+		for _, rec := range res.Records {
+			if tx := txnOf(rec.Offset); tx.ProducerID >= 0 && rec.Offset <= sg.Last {
+				some = true
+			}
+		}
+		if !some {
+			if len(res.Txns) != 0 {
+				t.Fatalf("read at %d: %d txn entries for records outside transactions", from, len(res.Txns))
+			}
+		} else {
+			if len(res.Txns) != len(res.Records) {
+				t.Fatalf("read at %d: %d txn entries for %d records", from, len(res.Txns), len(res.Records))
+			}
+			for i, rec := range res.Records {
+				if res.Txns[i] != txnOf(rec.Offset) {
+					t.Fatalf("offset %d: txn %+v, want %+v", rec.Offset, res.Txns[i], txnOf(rec.Offset))
+				}
+			}
+		}
+		return res.Records[len(res.Records)-1].Offset + 1
+	}
+	if next := check(0, 1<<30); next != sg.Last+1 {
+		t.Fatalf("read of segment 0 ended at %d, want %d", next, sg.Last+1)
+	}
+	check(11, 500) // inside the stretch without transactions
+	for from := int64(0); from <= sg.Last; {
+		from = check(from, 300)
+	}
+	check(sg.Last+1, 1<<30) // the next segment, in Redis: no transactions
+	checkLog(t, p2, want)
 }

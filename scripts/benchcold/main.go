@@ -103,9 +103,9 @@ func run(cfg cold.Config, topic string, records, size, segment, streams, chunk, 
 				base := int64(sg * segment)
 				n := min(segment, perStream-sg*segment)
 				left, off := n, base
-				next := func() ([]record.Record, error) {
+				next := func() ([]record.Record, []record.Txn, error) {
 					if left == 0 {
-						return nil, io.EOF
+						return nil, nil, io.EOF
 					}
 					k := min(left, chunk)
 					for i := range k {
@@ -118,7 +118,7 @@ func run(cfg cold.Config, topic string, records, size, segment, streams, chunk, 
 					}
 					left -= k
 					off += int64(k)
-					return buf[:k], nil
+					return buf[:k], nil, nil
 				}
 				ref := cold.SegmentRef{Topic: topic, TopicID: [16]byte{1}, Partition: int32(p), Segment: int64(sg),
 					BaseOffset: base, LastOffset: base + int64(n) - 1}
@@ -174,7 +174,7 @@ func run(cfg cold.Config, topic string, records, size, segment, streams, chunk, 
 			defer wg.Done()
 			for f := range work {
 				for from := f.MinOffset; from <= f.MaxOffset; {
-					recs, err := r.Read(ctx, f, from, fetch)
+					recs, _, err := r.Read(ctx, f, from, fetch)
 					if err != nil {
 						errs <- err
 						return
