@@ -134,7 +134,7 @@ func check(id string, rec record, pid int64, epoch int16) error {
 	return nil
 }
 
-// held returns e for an id that must exist: ErrInvalidProducerIDMapping
+// existing returns the locked entry of an id that must exist: ErrInvalidProducerIDMapping
 // when it does not, as Kafka answers.
 func (c *Coordinator) existing(ctx context.Context, id string) (*entry, error) {
 	e, err := c.locked(ctx, id, false)

@@ -62,13 +62,13 @@ type Offsets interface {
 type record struct {
 	// Ver grows with every write, so no two stored values are equal and
 	// the compare-and-set cannot be fooled by an old value coming back.
-	Ver       int64  `json:"ver"`
-	PID       int64  `json:"pid"`
-	Epoch     int16  `json:"epoch"`
-	PrevPID   int64  `json:"prev_pid"`
-	PrevEpoch int16  `json:"prev_epoch"`
-	TimeoutMs int32  `json:"timeout_ms"`
-	State     State  `json:"state"`
+	Ver       int64 `json:"ver"`
+	PID       int64 `json:"pid"`
+	Epoch     int16 `json:"epoch"`
+	PrevPID   int64 `json:"prev_pid"`
+	PrevEpoch int16 `json:"prev_epoch"`
+	TimeoutMs int32 `json:"timeout_ms"`
+	State     State `json:"state"`
 	// TxnPID and TxnEpoch are what the transaction's records carry and
 	// its markers are written with: pid and epoch until an EndTxn of the
 	// KIP-890 flow bumps the epoch (or rotates the id) at its Prepare.
@@ -210,7 +210,7 @@ func (c *Coordinator) read(ctx context.Context, id string) (rec record, raw stri
 	return rec, raw, true, nil
 }
 
-// stored is parsed reply elements of HGETALL on the state hash.
+// parseAll maps the reply of HGETALL on the state hash.
 func parseAll(r resp.Reply) map[string]string {
 	var elems []resp.Reply
 	elems = r.Elems(elems)
