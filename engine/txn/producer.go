@@ -241,9 +241,11 @@ func (c *Coordinator) EndTxn(ctx context.Context, id string, pid int64, epoch in
 	}
 	defer e.mu.Unlock()
 	cur := e.rec
-	// A retry of a v2 end that bumped the epoch (or rotated the id).
-	retry := v2 && cur.State != Ongoing && cur.State != Empty &&
-		((pid == cur.PID && int(epoch)+1 == int(cur.Epoch)) ||
+	// A retry of a v2 end that bumped the epoch (or rotated the id). A
+	// fencing bump (timeout, new producer) forgets the previous epoch, so
+	// the fenced producer is not taken for a retry.
+	retry := v2 && cur.V2 && cur.State != Ongoing && cur.State != Empty &&
+		((pid == cur.PID && int(epoch)+1 == int(cur.Epoch) && epoch == cur.PrevEpoch) ||
 			(pid == cur.PrevPID && pid != cur.PID && cur.TxnPID == pid && epoch == cur.TxnEpoch))
 	switch {
 	case pid != cur.PID && !retry:

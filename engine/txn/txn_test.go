@@ -351,8 +351,10 @@ func TestTimeoutAbortsAndFences(t *testing.T) {
 	if calls := b.markers.all(); len(calls) != 1 || calls[0].m.Commit || calls[0].m.Epoch != e0+1 {
 		t.Fatalf("markers: %+v", calls)
 	}
-	_, err = c.EndTxn(ctx, "tx", pid, e0, true, false)
-	mustIs(t, err, ErrProducerFenced)
+	for _, v2 := range []bool{false, true} { // not taken for a v2 retry
+		_, err = c.EndTxn(ctx, "tx", pid, e0, true, v2)
+		mustIs(t, err, ErrProducerFenced)
+	}
 	mustIs(t, c.AddPartitions(ctx, "tx", pid, e0, []TopicPartition{tp0}), ErrProducerFenced)
 }
 
