@@ -1,9 +1,13 @@
 package kafkawire_test
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
+	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
@@ -263,5 +267,52 @@ func TestTxnKgoFencing(t *testing.T) {
 	}
 	if s := l.Sorted(); len(s) != 1 || s[0].TxnID != "kgo-app" || s[0].State != "Empty" {
 		t.Fatalf("listed: %+v", s)
+	}
+}
+
+// TestTxnLibrdkafka: librdkafka's transactional producer (Debian's
+// python3-confluent-kafka): init_transactions, a transaction committed
+// (or, while the log refuses transactional batches, aborted as librdkafka
+// asks), one aborted, and a zombie fenced by a second producer with the
+// same transactional id.
+func TestTxnLibrdkafka(t *testing.T) {
+	py := needTool(t, "/usr/bin/python3", "-c", "import confluent_kafka")
+	b := startBroker(t, engine.Options{AutoCreateTopics: true})
+	ctx := ctxT(t, 120*time.Second)
+	if _, err := b.admin().CreateTopic(ctx, 1, 1, nil, "tx-rk"); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(ctx, py, "testdata/txn_librdkafka.py", b.addr, "tx-rk")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	raw, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("python: %v\n%s", err, stderr.String())
+	}
+	var got map[string]string
+	if err := json.Unmarshal(raw, &got); err != nil {
+		t.Fatalf("python answered %q: %v\n%s", raw, err, stderr.String())
+	}
+	t.Logf("librdkafka: %v", got)
+	for _, k := range []string{"init", "begin1", "begin2", "abort2", "init2", "begin3"} {
+		if got[k] != "ok" {
+			t.Errorf("%s: %q, want ok", k, got[k])
+		}
+	}
+	if got["commit1"] != "ok" && got["abort1"] != "ok" {
+		t.Errorf("first transaction neither committed nor aborted: %v", got)
+	}
+	if z := got["zombie_commit"]; !strings.HasPrefix(z, "fatal:") || !strings.Contains(z, "FENCED") {
+		t.Errorf("zombie commit: %q, want a fatal PRODUCER_FENCED", z)
+	}
+	// Two producers initialized: epoch 1; the zombie's transaction never
+	// got in, and the last one ended as the script says.
+	d, err := b.admin().DescribeTransactions(ctx, "rk-app")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := d.On("rk-app", nil)
+	if err != nil || s.ProducerEpoch != 1 || (s.State != "CompleteAbort" && s.State != "Empty") {
+		t.Fatalf("described after the run: %+v %v", s, err)
 	}
 }
