@@ -19,9 +19,9 @@ import (
 	"github.com/korvet/korvet/cold"
 	"github.com/korvet/korvet/engine/events"
 	"github.com/korvet/korvet/engine/group"
-	"github.com/korvet/korvet/engine/txn"
 	"github.com/korvet/korvet/engine/keys"
 	"github.com/korvet/korvet/engine/share"
+	"github.com/korvet/korvet/engine/txn"
 	"github.com/korvet/korvet/resp"
 )
 
