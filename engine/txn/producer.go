@@ -7,6 +7,13 @@ import (
 	"time"
 )
 
+// Bounds on what one client can make the coordinator store: the state of
+// an id lives in memory and is rewritten whole at every change.
+const (
+	MaxIDBytes      = 4096
+	MaxGroupsPerTxn = 1000
+)
+
 // InitRequest is an InitProducerId with a transactional id.
 type InitRequest struct {
 	ID        string
@@ -30,8 +37,8 @@ type InitRequest struct {
 //     done;
 //   - during PrepareCommit or PrepareAbort: ErrConcurrentTransactions.
 func (c *Coordinator) InitProducerID(ctx context.Context, req InitRequest) (int64, int16, error) {
-	if req.ID == "" {
-		return -1, -1, fmt.Errorf("%w: empty transactional id", ErrInvalidRequest)
+	if req.ID == "" || len(req.ID) > MaxIDBytes {
+		return -1, -1, fmt.Errorf("%w: transactional id of %d bytes (1 to %d)", ErrInvalidRequest, len(req.ID), MaxIDBytes)
 	}
 	if req.TimeoutMs <= 0 || time.Duration(req.TimeoutMs)*time.Millisecond > c.opts.MaxTimeout {
 		return -1, -1, fmt.Errorf("%w: %dms (allowed 1ms to %s, kafka.transaction_max_timeout)", ErrInvalidTransactionTimeout, req.TimeoutMs, c.opts.MaxTimeout)
@@ -191,6 +198,9 @@ func (c *Coordinator) add(ctx context.Context, id string, pid int64, epoch int16
 		}
 	}
 	if group != "" && !next.hasGroup(group) {
+		if len(next.Groups) >= MaxGroupsPerTxn {
+			return fmt.Errorf("%w: transaction of %q already has %d groups, the most one may have", ErrInvalidRequest, id, MaxGroupsPerTxn)
+		}
 		next.Groups = append(next.Groups, group)
 		changed = true
 	}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math"
 	"regexp"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -254,8 +255,16 @@ func TestFencing(t *testing.T) {
 	mustIs(t, err, ErrInvalidTransactionTimeout)
 	_, _, err = c.InitProducerID(ctx, InitRequest{ID: "tx", TimeoutMs: int32(DefaultMaxTimeout/time.Millisecond) + 1, ProducerID: -1, Epoch: -1})
 	mustIs(t, err, ErrInvalidTransactionTimeout)
-	_, _, err = c.InitProducerID(ctx, InitRequest{ID: "", TimeoutMs: 1000, ProducerID: -1, Epoch: -1})
-	mustIs(t, err, ErrInvalidRequest)
+	for _, bad := range []string{"", strings.Repeat("x", MaxIDBytes+1)} {
+		_, _, err = c.InitProducerID(ctx, InitRequest{ID: bad, TimeoutMs: 1000, ProducerID: -1, Epoch: -1})
+		mustIs(t, err, ErrInvalidRequest)
+	}
+	for i := range MaxGroupsPerTxn {
+		if err := c.AddOffsets(ctx, "tx", pid, e1, fmt.Sprint("g", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustIs(t, c.AddOffsets(ctx, "tx", pid, e1, "one-too-many"), ErrInvalidRequest)
 }
 
 // A new producer while a transaction is Ongoing: the transaction is
