@@ -11,12 +11,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/korvet/korvet/engine"
 	"github.com/korvet/korvet/internal/testbed"
+	"github.com/korvet/korvet/kafkawire"
 )
 
 // txnCall sends req at its version on a raw connection and returns the
@@ -314,5 +316,80 @@ func TestTxnLibrdkafka(t *testing.T) {
 	s, err := d.On("rk-app", nil)
 	if err != nil || s.ProducerEpoch != 1 || (s.State != "CompleteAbort" && s.State != "Empty") {
 		t.Fatalf("described after the run: %+v %v", s, err)
+	}
+}
+
+// TestTxnACLs: a transactional producer needs WRITE on its transactional
+// id (DESCRIBE to find its coordinator, which WRITE implies) and WRITE on
+// the topics it adds; Describe/ListTransactions show only the ids the
+// principal may describe.
+func TestTxnACLs(t *testing.T) {
+	b := startSecure(t, secureOpts{plain: true, plainSASL: []string{kafkawire.MechScramSHA256}, acls: true, super: []string{"User:admin"}})
+	for _, u := range []string{"admin", "alice"} {
+		b.addUser(u, "pw-"+u+"-1234")
+	}
+	as := func(u string, opts ...kgo.Opt) *kgo.Client {
+		return b.client(b.plainAddr, append([]kgo.Opt{scram256(u, "pw-"+u+"-1234"), kgo.RequestRetries(1)}, opts...)...)
+	}
+	ctx := ctxT(t, 30*time.Second)
+	admin := kadm.NewClient(as("admin"))
+	if _, err := admin.CreateTopics(ctx, 1, 1, nil, "txa-open", "txa-secret"); err != nil {
+		t.Fatal(err)
+	}
+	for _, acl := range []*kadm.ACLBuilder{
+		kadm.NewACLs().TransactionalIDs("alice-tx").Allow("User:alice").Operations(kadm.OpWrite),
+		kadm.NewACLs().Topics("txa-open").Allow("User:alice").Operations(kadm.OpWrite),
+	} {
+		if res, err := admin.CreateACLs(ctx, acl); err != nil || res[0].Err != nil {
+			t.Fatalf("create ACL: %v %v", err, res)
+		}
+	}
+	if _, _, err := as("admin", kgo.TransactionalID("admin-tx")).ProducerID(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := as("alice", kgo.TransactionalID("admin-tx")).ProducerID(ctx); !errors.Is(err, kerr.TransactionalIDAuthorizationFailed) {
+		t.Fatalf("alice on an id she may not write: %v", err)
+	}
+	alice := as("alice", kgo.TransactionalID("alice-tx"))
+	pid, epoch, err := alice.ProducerID(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	add := func(topic string) int16 {
+		req := kmsg.NewPtrAddPartitionsToTxnRequest()
+		req.TransactionalID, req.ProducerID, req.ProducerEpoch = "alice-tx", pid, epoch
+		rt := kmsg.NewAddPartitionsToTxnRequestTopic()
+		rt.Topic, rt.Partitions = topic, []int32{0}
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, alice)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Topics[0].Partitions[0].ErrorCode
+	}
+	if code := add("txa-secret"); code != kerr.TopicAuthorizationFailed.Code {
+		t.Fatalf("adding a topic alice may not write: %s", codeName(code))
+	}
+	if code := add("txa-open"); code != 0 {
+		t.Fatalf("adding a topic alice may write: %s", codeName(code))
+	}
+	aliceAdm := kadm.NewClient(alice)
+	l, err := aliceAdm.ListTransactions(ctx, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := l.Sorted(); len(s) != 1 || s[0].TxnID != "alice-tx" || s[0].State != "Ongoing" {
+		t.Fatalf("alice lists %+v, want only alice-tx", s)
+	}
+	if all, err := admin.ListTransactions(ctx, nil, nil); err != nil || len(all.Sorted()) != 2 {
+		t.Fatalf("admin lists %+v %v", all.Sorted(), err)
+	}
+	req := kmsg.NewPtrDescribeTransactionsRequest()
+	req.TransactionalIDs = []string{"admin-tx"}
+	resp, err := req.RequestWith(ctx, alice)
+	if err == nil && (len(resp.TransactionStates) != 1 || resp.TransactionStates[0].ErrorCode != kerr.TransactionalIDAuthorizationFailed.Code) {
+		t.Fatalf("alice describing admin-tx: %+v", resp.TransactionStates)
+	} else if err != nil && !errors.Is(err, kerr.TransactionalIDAuthorizationFailed) {
+		t.Fatalf("alice describing admin-tx: %v", err)
 	}
 }
