@@ -11,7 +11,7 @@ import (
 // startCompletion runs the completion of e's Prepare state in the
 // background unless one runs already (e.mu held, c.mu not).
 func (c *Coordinator) startCompletion(e *entry) {
-	if e.ending {
+	if e.ending != nil {
 		return
 	}
 	c.mu.Lock()
@@ -19,7 +19,7 @@ func (c *Coordinator) startCompletion(e *entry) {
 	if c.closed {
 		return
 	}
-	e.ending = true
+	e.ending = make(chan struct{})
 	c.wg.Add(1)
 	go c.complete(e)
 }
@@ -35,7 +35,7 @@ func (c *Coordinator) complete(e *entry) {
 		e.mu.Lock()
 		rec := e.rec.clone()
 		if e.gone || !c.owns(e.id) || (rec.State != PrepareCommit && rec.State != PrepareAbort) {
-			e.ending = false
+			e.endDone()
 			e.mu.Unlock()
 			return
 		}
@@ -45,7 +45,7 @@ func (c *Coordinator) complete(e *entry) {
 		if err == nil {
 			e.mu.Lock()
 			if e.gone || e.rec.Ver != rec.Ver {
-				e.ending = false
+				e.endDone()
 				e.mu.Unlock()
 				cancel()
 				return
@@ -58,7 +58,7 @@ func (c *Coordinator) complete(e *entry) {
 			next.Partitions, next.Groups = nil, nil
 			err = c.write(ctx, e, next)
 			if err == nil || errors.Is(err, ErrNotCoordinator) {
-				e.ending = false
+				e.endDone()
 				e.mu.Unlock()
 				cancel()
 				if err == nil {
@@ -71,7 +71,7 @@ func (c *Coordinator) complete(e *entry) {
 		cancel()
 		if c.bg.Err() != nil {
 			e.mu.Lock()
-			e.ending = false
+			e.endDone()
 			e.mu.Unlock()
 			return
 		}
@@ -82,6 +82,13 @@ func (c *Coordinator) complete(e *entry) {
 		}
 		backoff = min(2*backoff, c.opts.CheckInterval)
 	}
+}
+
+// endDone marks e's completion finished and wakes the calls waiting for
+// it (e.mu held).
+func (e *entry) endDone() {
+	close(e.ending)
+	e.ending = nil
 }
 
 // finish does the idempotent part of a completion: the groups' pending

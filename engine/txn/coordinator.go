@@ -75,7 +75,9 @@ type entry struct {
 	rec    record
 	raw    string // "" while the id is not stored yet
 	gone   bool   // dropped: another coordinator owns it, or it expired
-	ending bool   // a completion is running
+	// ending is closed when the running completion finishes; nil when
+	// none runs.
+	ending chan struct{}
 }
 
 // Open loads the transactional ids this broker owns, resumes the
@@ -183,11 +185,47 @@ func (c *Coordinator) locked(ctx context.Context, id string, create bool) (*entr
 		if err != nil || e == nil {
 			return nil, err
 		}
-		if e.lock() == nil {
+		if e.lock() != nil {
+			continue
+		}
+		if !c.awaitCompletion(ctx, e) {
 			return e, nil
 		}
 	}
 	return nil, fmt.Errorf("%w: transactional id %q keeps changing under another coordinator", ErrNotCoordinator, id)
+}
+
+// completionWait is how long a call finding its transaction completing
+// waits for it before answering CONCURRENT_TRANSACTIONS: the next
+// transaction of a producer usually begins right after EndTxn, while the
+// markers of the last are being written, and a client told to retry
+// backs off far longer than a completion takes.
+const completionWait = 2 * time.Second
+
+// awaitCompletion waits, when a completion of e runs, for it to finish
+// (bounded by completionWait and ctx) and reports whether it waited: e
+// is then unlocked, to be looked up again. Called with e.mu held.
+func (c *Coordinator) awaitCompletion(ctx context.Context, e *entry) bool {
+	ch := e.ending
+	if ch == nil {
+		return false
+	}
+	e.mu.Unlock()
+	t := time.NewTimer(completionWait)
+	defer t.Stop()
+	select {
+	case <-ch:
+		return true
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	// Answer with the state as it is now (CONCURRENT_TRANSACTIONS).
+	e.mu.Lock()
+	if e.gone {
+		e.mu.Unlock()
+		return true
+	}
+	return false
 }
 
 // lock takes e's lock, failing when e was dropped meanwhile.

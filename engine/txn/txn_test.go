@@ -71,14 +71,14 @@ func (f *fakeOffsets) all() []offsetCall {
 }
 
 type bed struct {
-	t       *testing.T
+	t       testing.TB
 	rc      *resp.Client
 	markers *fakeMarkers
 	offsets *fakeOffsets
 	pids    atomic.Int64
 }
 
-func newBed(t *testing.T) *bed {
+func newBed(t testing.TB) *bed {
 	t.Helper()
 	r := testbed.StartRedis(t)
 	rc, err := resp.New(r.URL, resp.Options{Timeout: 3 * time.Second})
