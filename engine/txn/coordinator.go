@@ -70,11 +70,11 @@ type Coordinator struct {
 // entry is one transactional id held by its coordinator: the state as
 // last stored, and the stored JSON the next write compares against.
 type entry struct {
-	mu     sync.Mutex
-	id     string
-	rec    record
-	raw    string // "" while the id is not stored yet
-	gone   bool   // dropped: another coordinator owns it, or it expired
+	mu   sync.Mutex
+	id   string
+	rec  record
+	raw  string // "" while the id is not stored yet
+	gone bool   // dropped: another coordinator owns it, or it expired
 	// ending is closed when the running completion finishes; nil when
 	// none runs.
 	ending chan struct{}
