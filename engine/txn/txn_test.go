@@ -23,6 +23,7 @@ type fakeMarkers struct {
 	mu      sync.Mutex
 	calls   []markerCall
 	failing atomic.Bool
+	delay   atomic.Int64 // nanoseconds each call takes
 }
 
 type markerCall struct {
@@ -30,7 +31,16 @@ type markerCall struct {
 	parts []TopicPartition
 }
 
-func (f *fakeMarkers) WriteTxnMarkers(_ context.Context, m Marker, parts []TopicPartition) error {
+func (f *fakeMarkers) WriteTxnMarkers(ctx context.Context, m Marker, parts []TopicPartition) error {
+	if d := time.Duration(f.delay.Load()); d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 	if f.failing.Load() {
 		return errors.New("leader unreachable")
 	}
@@ -543,4 +553,44 @@ func TestDescribeAndList(t *testing.T) {
 			t.Errorf("list %+v: %s, want %s", tc.f, got, tc.want)
 		}
 	}
+}
+
+// The next transaction begins while the last one's markers are being
+// written: the call waits for the completion rather than answering
+// CONCURRENT_TRANSACTIONS, unless the completion takes too long.
+func TestNextTransactionWaitsForCompletion(t *testing.T) {
+	b := newBed(t)
+	c := b.open(Options{})
+	pid, epoch := initID(t, c, "tx")
+	if err := c.AddPartitions(ctx, "tx", pid, epoch, []TopicPartition{tp0}); err != nil {
+		t.Fatal(err)
+	}
+	b.markers.delay.Store(int64(300 * time.Millisecond))
+	if _, err := c.EndTxn(ctx, "tx", pid, epoch, true, false); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if err := c.AddPartitions(ctx, "tx", pid, epoch, []TopicPartition{tp1}); err != nil {
+		t.Fatalf("next transaction: %v", err)
+	}
+	if el := time.Since(start); el < 200*time.Millisecond {
+		t.Fatalf("answered after %s, before the completion (300ms of markers) was done", el)
+	}
+	if calls := b.markers.all(); len(calls) != 1 || !calls[0].m.Commit {
+		t.Fatalf("markers: %+v", calls)
+	}
+	if rec, _ := b.stored(c, "tx"); rec.State != Ongoing || len(rec.Partitions) != 1 {
+		t.Fatalf("next transaction stored as %+v", rec)
+	}
+	// Markers that cannot be written: CONCURRENT_TRANSACTIONS after the wait.
+	b.markers.delay.Store(0)
+	b.markers.failing.Store(true)
+	if _, err := c.EndTxn(ctx, "tx", pid, epoch, false, false); err != nil {
+		t.Fatal(err)
+	}
+	mustIs(t, c.AddPartitions(ctx, "tx", pid, epoch, []TopicPartition{tp1}), ErrConcurrentTransactions)
+	_, _, err := c.InitProducerID(ctx, InitRequest{ID: "tx", TimeoutMs: 60000, ProducerID: -1, Epoch: -1})
+	mustIs(t, err, ErrConcurrentTransactions)
+	b.markers.failing.Store(false)
+	b.waitState(c, "tx", CompleteAbort)
 }
