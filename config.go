@@ -55,6 +55,12 @@ type Config struct {
 		GroupInitialRebalanceDelay duration `toml:"group_initial_rebalance_delay"`
 		// GroupCleanupInterval is Kafka's offsets.retention.check.interval.ms.
 		GroupCleanupInterval duration `toml:"group_cleanup_interval"`
+		// Transactions (engine/txn): Kafka's transaction.max.timeout.ms,
+		// transactional.id.expiration.ms and
+		// transaction.abort.timed.out.transaction.cleanup.interval.ms.
+		TransactionMaxTimeout     duration `toml:"transaction_max_timeout"`
+		TransactionalIDExpiration duration `toml:"transactional_id_expiration"`
+		TransactionCheckInterval  duration `toml:"transaction_check_interval"`
 		// Share groups (KIP-932; engine/share.go).
 		ShareRecordLockDuration duration `toml:"share_record_lock_duration"`
 		ShareDeliveryCountLimit int      `toml:"share_delivery_count_limit"`
@@ -174,6 +180,9 @@ func defaultConfig() Config {
 	c.Kafka.MaxInFlightBytes = 64 << 20
 	c.Kafka.GroupInitialRebalanceDelay.Duration = 3 * time.Second
 	c.Kafka.GroupCleanupInterval.Duration = 10 * time.Minute
+	c.Kafka.TransactionMaxTimeout.Duration = 15 * time.Minute
+	c.Kafka.TransactionalIDExpiration.Duration = 168 * time.Hour
+	c.Kafka.TransactionCheckInterval.Duration = 10 * time.Second
 	c.Kafka.ShareRecordLockDuration.Duration = 30 * time.Second
 	c.Kafka.ShareDeliveryCountLimit = 5
 	c.Kafka.ShareMaxPartitionLocks = 2000
@@ -313,6 +322,15 @@ func loadConfig(path string) (Config, error) {
 	}
 	if d := c.Kafka.GroupCleanupInterval.Duration; d < time.Second || d > 24*time.Hour {
 		return c, bad(toml.Key{"kafka", "group_cleanup_interval"}, "must be 1s to 24h")
+	}
+	if d := c.Kafka.TransactionMaxTimeout.Duration; d < time.Second || d > 24*time.Hour {
+		return c, bad(toml.Key{"kafka", "transaction_max_timeout"}, "must be 1s to 24h")
+	}
+	if d := c.Kafka.TransactionalIDExpiration.Duration; d < time.Minute || d > 365*24*time.Hour {
+		return c, bad(toml.Key{"kafka", "transactional_id_expiration"}, "must be 1m to 8760h")
+	}
+	if d := c.Kafka.TransactionCheckInterval.Duration; d < 100*time.Millisecond || d > time.Hour {
+		return c, bad(toml.Key{"kafka", "transaction_check_interval"}, "must be 100ms to 1h")
 	}
 	if d := c.Kafka.ConsumerGroupSessionTimeout.Duration; d < time.Second || d > time.Hour {
 		return c, bad(toml.Key{"kafka", "consumer_group_session_timeout"}, "must be 1s to 1h")

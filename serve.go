@@ -168,6 +168,11 @@ func engineOptions(cfg Config, store *cold.Store, log *slog.Logger) engine.Optio
 		// The engine reads 0 as its default; "0s" in the file means none.
 		GroupInitialRebalanceDelay: cmp.Or(cfg.Kafka.GroupInitialRebalanceDelay.Duration, -1),
 		GroupCleanupInterval:       cfg.Kafka.GroupCleanupInterval.Duration,
+		Transactions: engine.TxnOptions{
+			MaxTimeout:    cfg.Kafka.TransactionMaxTimeout.Duration,
+			IDExpiration:  cfg.Kafka.TransactionalIDExpiration.Duration,
+			CheckInterval: cfg.Kafka.TransactionCheckInterval.Duration,
+		},
 		Share: engine.ShareOptions{
 			LockDuration:      cfg.Kafka.ShareRecordLockDuration.Duration,
 			DeliveryLimit:     cfg.Kafka.ShareDeliveryCountLimit,

@@ -24,6 +24,7 @@ import (
 	rkeys "github.com/korvet/korvet/engine/keys" // this package has a func keys
 	"github.com/korvet/korvet/engine/record"
 	"github.com/korvet/korvet/engine/share"
+	"github.com/korvet/korvet/engine/txn"
 	"github.com/korvet/korvet/internal/testbed"
 	"github.com/korvet/korvet/resp"
 )
@@ -112,6 +113,11 @@ func TestStorageKeysWritten(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// A transactional id: its state.
+	if _, _, err := eng.Txns().InitProducerID(ctx, txn.InitRequest{ID: "tx", TimeoutMs: 60000, ProducerID: -1, Epoch: -1}); err != nil {
+		t.Fatalf("init transactional id: %v", err)
+	}
+
 	// A share group reading a topic whose first segment is in the cold
 	// tier only: its group, configs, share-partition state, index and
 	// cold delivery state.
@@ -155,6 +161,7 @@ func TestStorageKeysWritten(t *testing.T) {
 		"korvet:meta:acls":                "set",
 		"korvet:meta:coldgc":              "set",
 		"korvet:group:cg:consumer":        "string",
+		"korvet:meta:transactions":        "hash",
 	}
 	for k, typ := range map[string]string{
 		"korvet:meta:partition:s:0":  "hash",

@@ -21,6 +21,7 @@ import (
 	"github.com/korvet/korvet/engine/group"
 	"github.com/korvet/korvet/engine/keys"
 	"github.com/korvet/korvet/engine/share"
+	"github.com/korvet/korvet/engine/txn"
 	"github.com/korvet/korvet/resp"
 )
 
@@ -60,6 +61,8 @@ type Options struct {
 	// committed offsets are removed (Kafka's
 	// offsets.retention.check.interval.ms). Default 10 min.
 	GroupCleanupInterval time.Duration
+	// Transactions configure the transaction coordinator (txn.go).
+	Transactions TxnOptions
 	// Share configures share groups (share.go).
 	Share ShareOptions
 	// ConsumerGroups configure KIP-848 consumer groups; the engine fills
@@ -104,6 +107,7 @@ type Engine struct {
 	createMu sync.Mutex
 
 	groups     *group.Coordinator
+	txns       *txn.Coordinator
 	share      *share.Coordinator
 	shareParts shareState
 	kv         KV
@@ -222,11 +226,17 @@ func Open(ctx context.Context, rc *resp.Client, opts Options) (*Engine, error) {
 		return nil, err
 	}
 	e.groups = groups
+	if err := e.openTxns(ctx); err != nil {
+		groups.Close()
+		return nil, err
+	}
 	if err := e.openShare(ctx); err != nil {
+		e.txns.Close()
 		groups.Close()
 		return nil, err
 	}
 	if err := e.openKV(ctx); err != nil {
+		e.txns.Close()
 		groups.Close()
 		return nil, err
 	}
@@ -262,6 +272,7 @@ func (e *Engine) Close() {
 	}
 	cancel()
 	e.groups.Close()
+	e.txns.Close()
 	e.flushMu.Lock()
 	e.closed = true
 	e.flushMu.Unlock()

@@ -62,6 +62,9 @@ func (e *Engine) ownershipChanged() {
 	if n := e.groups.OwnershipChanged(ctx); n > 0 {
 		e.log.Info("consumer groups handed over to their new coordinators", "groups", n)
 	}
+	if _, err := e.txns.OwnershipChanged(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		e.log.Warn("could not load the transactional ids this broker coordinates now; they load on first use", "err", err)
+	}
 	e.reconcileShareGroups()
 }
 

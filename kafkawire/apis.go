@@ -77,6 +77,13 @@ func apiTable() map[kmsg.Key]apiDef {
 		// implicit add of the group to the transaction, which clients
 		// use only with transaction.version 2: not offered until then.
 		kmsg.TxnOffsetCommit: {0, 4, handleTxnOffsetCommit, aclTxnOffsetCommit},
+		// Transactions (engine/txn). AddPartitionsToTxn v4+ is the
+		// brokers' side of KIP-890; EndTxn v5+ its epoch bump per end.
+		kmsg.AddPartitionsToTxn:   {0, 5, handleAddPartitionsToTxn, aclAddPartitionsToTxn},
+		kmsg.AddOffsetsToTxn:      {0, 4, handleAddOffsetsToTxn, aclAddOffsetsToTxn},
+		kmsg.EndTxn:               {0, 5, handleEndTxn, aclEndTxn},
+		kmsg.DescribeTransactions: {0, 0, handleDescribeTransactions, aclDescribeTransactions},
+		kmsg.ListTransactions:     {0, 2, handleListTransactions, aclListTransactions},
 		// Share groups (KIP-932), at Kafka 4.2's versions (v0 of these was
 		// 4.0's early access; Kafka no longer serves it).
 		kmsg.ShareGroupHeartbeat:       {1, 1, handleShareGroupHeartbeat, aclShareGroupHeartbeat},

@@ -17,9 +17,9 @@ const (
 )
 
 // handleFindCoordinator names the live broker that coordinates a group
-// (engine.Coordinator: a hash over the live brokers, which every broker
-// computes alike), at its address on this connection's listener. korvet has no transaction coordinator: transactional ids get a
-// non-retriable error, as InitProducerId does, so clients fail fast.
+// or a transactional id (engine.Coordinator and engine.TxnCoordinator: a
+// hash over the live brokers, which every broker computes alike), at its
+// address on this connection's listener.
 func handleFindCoordinator(_ context.Context, c *conn, kreq kmsg.Request) func() kmsg.Response {
 	req := kreq.(*kmsg.FindCoordinatorRequest)
 	return func() kmsg.Response {
@@ -28,27 +28,34 @@ func handleFindCoordinator(_ context.Context, c *conn, kreq kmsg.Request) func()
 		answer := func(key string) kmsg.FindCoordinatorResponseCoordinator {
 			co := kmsg.NewFindCoordinatorResponseCoordinator()
 			co.Key = key
+			co.NodeID, co.Port = -1, -1
+			var id int32
+			what := "group"
 			switch req.CoordinatorType {
 			case coordinatorGroup:
-				id := s.eng.Coordinator(key)
-				b, live := s.eng.Broker(id)
-				n, reachable := c.nodeOf(b)
-				if live && reachable {
-					co.NodeID, co.Host, co.Port = n.id, n.host, n.port
+				id = s.eng.Coordinator(key)
+			case coordinatorTransaction:
+				if key == "" {
+					co.ErrorCode = kerr.InvalidRequest.Code
+					co.ErrorMessage = nonEmpty("empty transactional id")
 					return co
 				}
-				// Its lease is not seen yet, or it just went: the
-				// client asks again shortly.
-				co.ErrorCode = kerr.CoordinatorNotAvailable.Code
-				co.ErrorMessage = nonEmpty(fmt.Sprintf("the coordinator of group %q, broker %d, is not live", key, id))
-			case coordinatorTransaction:
-				co.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
-				co.ErrorMessage = nonEmpty("korvet does not support transactions")
+				id, what = s.eng.TxnCoordinator(key), "transactional id"
 			default:
 				co.ErrorCode = kerr.InvalidRequest.Code
-				co.ErrorMessage = nonEmpty("korvet coordinates consumer groups only")
+				co.ErrorMessage = nonEmpty("korvet coordinates groups (key type 0) and transactions (1) only")
+				return co
 			}
-			co.NodeID, co.Port = -1, -1
+			b, live := s.eng.Broker(id)
+			n, reachable := c.nodeOf(b)
+			if live && reachable {
+				co.NodeID, co.Host, co.Port = n.id, n.host, n.port
+				return co
+			}
+			// Its lease is not seen yet, or it just went: the client
+			// asks again shortly.
+			co.ErrorCode = kerr.CoordinatorNotAvailable.Code
+			co.ErrorMessage = nonEmpty(fmt.Sprintf("the coordinator of %s %q, broker %d, is not live", what, key, id))
 			return co
 		}
 		if req.Version >= 4 {
@@ -66,24 +73,30 @@ func handleFindCoordinator(_ context.Context, c *conn, kreq kmsg.Request) func()
 	}
 }
 
-// aclFindCoordinator: DESCRIBE on a group to find its coordinator.
-// Transactional ids are refused by the handler.
+// aclFindCoordinator: DESCRIBE on the group, or on the transactional id,
+// to find its coordinator.
 func aclFindCoordinator(c *conn, kr kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
 	req := kr.(*kmsg.FindCoordinatorRequest)
-	if req.CoordinatorType != coordinatorGroup {
-		return nil, nil
+	var code func(key string) int16
+	switch req.CoordinatorType {
+	case coordinatorGroup:
+		code = func(k string) int16 { return c.groupCode(auth.OpDescribe, k) }
+	case coordinatorTransaction:
+		code = func(k string) int16 { return c.txnIDCode(auth.OpDescribe, k) }
+	default:
+		return nil, nil // the handler refuses it
 	}
 	if req.Version < 4 {
-		code := c.groupCode(auth.OpDescribe, req.CoordinatorKey)
-		if code == 0 {
+		cd := code(req.CoordinatorKey)
+		if cd == 0 {
 			return nil, nil
 		}
 		resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
-		resp.ErrorCode, resp.NodeID, resp.Port = code, -1, -1
+		resp.ErrorCode, resp.NodeID, resp.Port = cd, -1, -1
 		return resp, nil
 	}
 	var out []refused[string]
-	req.CoordinatorKeys, out = sift(req.CoordinatorKeys, func(k *string) int16 { return c.groupCode(auth.OpDescribe, *k) })
+	req.CoordinatorKeys, out = sift(req.CoordinatorKeys, func(k *string) int16 { return code(*k) })
 	if len(out) == 0 {
 		return nil, nil
 	}

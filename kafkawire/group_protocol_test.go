@@ -151,7 +151,7 @@ func TestGroupProtocol(t *testing.T) {
 	const g = "raw-g"
 	a := newRawGroupConn(t, b)
 
-	// FindCoordinator: groups here, single and batched; no transactions.
+	// FindCoordinator: groups and transactions here, single and batched.
 	fc := kmsg.NewPtrFindCoordinatorRequest()
 	fc.Version, fc.CoordinatorKey = 3, g
 	fr := a.do(fc).(*kmsg.FindCoordinatorResponse)
@@ -163,9 +163,14 @@ func TestGroupProtocol(t *testing.T) {
 	if len(fr.Coordinators) != 2 || fr.Coordinators[1].Key != "other" || fr.Coordinators[1].ErrorCode != 0 || fr.Coordinators[1].Host != "127.0.0.1" {
 		t.Fatalf("find coordinator v4: %+v", fr.Coordinators)
 	}
-	fc.CoordinatorType = 1
+	fc.CoordinatorType = 1 // transactional ids: found the same way
 	fr = a.do(fc).(*kmsg.FindCoordinatorResponse)
-	expectCode(t, "transaction coordinator", fr.Coordinators[0].ErrorCode, kerr.TransactionalIDAuthorizationFailed)
+	if len(fr.Coordinators) != 2 || fr.Coordinators[0].ErrorCode != 0 || fr.Coordinators[0].Host != "127.0.0.1" {
+		t.Fatalf("find transaction coordinator: %+v", fr.Coordinators)
+	}
+	fc.CoordinatorType = 2
+	fr = a.do(fc).(*kmsg.FindCoordinatorResponse)
+	expectCode(t, "share coordinator", fr.Coordinators[0].ErrorCode, kerr.InvalidRequest)
 
 	// Join (KIP-394), then the checks of a join.
 	idA := a.memberID(g)

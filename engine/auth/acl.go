@@ -163,9 +163,9 @@ func (a ACL) Validate() error {
 		return fmt.Errorf("%w: %s", ErrInvalidACL, fmt.Sprintf(format, args...))
 	}
 	switch a.ResourceType {
-	case ResTopic, ResGroup, ResCluster:
+	case ResTopic, ResGroup, ResCluster, ResTransactionalID:
 	default:
-		return bad("resource type %s is not supported (use topic, group or cluster)", a.ResourceType)
+		return bad("resource type %s is not supported (use topic, group, cluster or transactional_id)", a.ResourceType)
 	}
 	switch a.Pattern {
 	case PatternLiteral:

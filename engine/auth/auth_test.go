@@ -309,7 +309,7 @@ func TestACLValidate(t *testing.T) {
 		func(a *ACL) { a.Principal = "Group:a" },
 		func(a *ACL) { a.Principal = "User:" },
 		func(a *ACL) { a.Host = "example.com" },
-		func(a *ACL) { a.ResourceType = 5 },
+		func(a *ACL) { a.ResourceType = ResDelegationToken },
 		func(a *ACL) { a.Pattern = PatternMatch },
 		func(a *ACL) { a.Pattern = PatternPrefixed; a.Resource = "*" },
 		func(a *ACL) { a.Resource = "" },
@@ -319,6 +319,11 @@ func TestACLValidate(t *testing.T) {
 	}
 	if err := ok.Validate(); err != nil {
 		t.Fatal(err)
+	}
+	txnID := ok
+	txnID.ResourceType, txnID.Operation = ResTransactionalID, OpWrite
+	if err := txnID.Validate(); err != nil {
+		t.Errorf("an ACL on a transactional id: %v", err)
 	}
 	for i, f := range bad {
 		a := ok
