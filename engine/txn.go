@@ -30,7 +30,7 @@ func (e *Engine) openTxns(ctx context.Context) error {
 		Owns:          e.OwnsTxn,
 		NewProducerID: e.NewProducerID,
 		Markers:       unwiredMarkers{e.log},
-		Offsets:       unwiredOffsets{e.log},
+		Offsets:       e.groups,
 		MaxTimeout:    o.MaxTimeout,
 		IDExpiration:  o.IDExpiration,
 		CheckInterval: o.CheckInterval,
@@ -56,12 +56,6 @@ func (u unwiredMarkers) WriteTxnMarkers(_ context.Context, m txn.Marker, parts [
 	return nil
 }
 
-type unwiredOffsets struct{ log *slog.Logger }
-
-func (u unwiredOffsets) CompleteTxn(_ context.Context, group string, pid int64, commit bool) error {
-	u.log.Debug("transactional offsets not completed: not wired in this build", "group", group, "producer_id", pid, "commit", commit)
-	return nil
-}
 
 // Txns is the transaction coordinator.
 func (e *Engine) Txns() *txn.Coordinator { return e.txns }

@@ -89,12 +89,12 @@ type Options struct {
 	// AllowPlainWithoutTLS offers SASL PLAIN on listeners without TLS,
 	// where passwords would cross the network in the clear.
 	AllowPlainWithoutTLS bool
-	// CheckTxnOffsets, when set, asks the transaction coordinator whether
-	// a TxnOffsetCommit may go ahead: the transaction of txnID is ongoing
-	// with producer pid at epoch, and AddOffsetsToTxn added group. A
-	// refusal that wraps a *kerr.Error (INVALID_TXN_STATE,
-	// PRODUCER_FENCED, ...) is answered with its code, any other error as
-	// a group error. nil takes every commit (no transaction coordinator).
+	// CheckTxnOffsets, when set, stands in for the engine's transaction
+	// coordinator (tests) in deciding whether a TxnOffsetCommit may go
+	// ahead: the transaction of txnID is ongoing with producer pid at
+	// epoch, and AddOffsetsToTxn added group. A refusal that wraps a
+	// *kerr.Error (INVALID_TXN_STATE, PRODUCER_FENCED, ...) is answered
+	// with its code. nil: the engine's coordinator decides.
 	CheckTxnOffsets func(ctx context.Context, txnID string, pid int64, epoch int16, group string) error
 	// Metrics, when set, counts requests, latency and bytes per API.
 	Metrics *Metrics

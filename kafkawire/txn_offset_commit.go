@@ -75,9 +75,13 @@ func handleTxnOffsetCommit(ctx context.Context, c *conn, kreq kmsg.Request) func
 		case err != nil:
 		case eng.IsShareGroup(req.Group):
 			err = errShareGroupID // one namespace for all group types, as Kafka
-		case c.s.opts.CheckTxnOffsets != nil:
+		default:
+			checkTxn := c.s.opts.CheckTxnOffsets
+			if checkTxn == nil {
+				checkTxn = eng.Txns().CheckOffsets
+			}
 			check := func(ctx context.Context) error {
-				return c.s.opts.CheckTxnOffsets(ctx, req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Group)
+				return checkTxn(ctx, req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Group)
 			}
 			err, tc.Recheck = check(ctx), check
 		}
@@ -102,11 +106,16 @@ func handleTxnOffsetCommit(ctx context.Context, c *conn, kreq kmsg.Request) func
 
 // txnCheckCode is the Kafka error code of a refused TxnOffsetCommit: the
 // code of a *kerr.Error it wraps (a refusal by Options.CheckTxnOffsets),
-// else as a group error.
+// the transaction coordinator's refusal (a fenced producer gets
+// INVALID_PRODUCER_EPOCH, as Kafka's log answers it), else as a group
+// error.
 func txnCheckCode(err error) int16 {
 	var ke *kerr.Error
 	if errors.As(err, &ke) {
 		return ke.Code
+	}
+	if code := txnErrorCode(err, true); code != errorCode(err) {
+		return code
 	}
 	return groupErrorCode(err)
 }
