@@ -530,7 +530,7 @@ func (e *Engine) DeleteTopic(ctx context.Context, name string) error {
 		for _, sg := range p.Segments() {
 			pl.Cmd("UNLINK", p.streamKey(sg.ID))
 		}
-		pl.Cmd("UNLINK", p.metaKey, p.batchesKey, p.segmentsKey)
+		pl.Cmd("UNLINK", p.metaKey, p.batchesKey, p.segmentsKey, p.abortedKey)
 	}
 	if e.opts.Cold != nil {
 		// The worker drops the topic's cold table (retrying while the

@@ -49,3 +49,26 @@ var (
 	// is still catching up with the log. Retry later.
 	ErrKVUnavailable = errors.New("key index unavailable")
 )
+
+// Errors of transactions. The engine returns ErrInvalidTxnState; the
+// others are for the transaction coordinator and group offsets.
+var (
+	// ErrInvalidTxnState: the producer's transaction is not in a state
+	// that allows the request (Kafka's INVALID_TXN_STATE).
+	ErrInvalidTxnState = errors.New("invalid transaction state")
+	// ErrProducerFenced: a newer producer with the same transactional id
+	// exists (PRODUCER_FENCED; INVALID_PRODUCER_EPOCH in older versions).
+	ErrProducerFenced = errors.New("producer fenced by a newer epoch")
+	// ErrConcurrentTransactions: the previous transaction is completing.
+	ErrConcurrentTransactions = errors.New("a previous transaction of this producer is still completing")
+	// ErrUnstableOffsetCommit: a requested partition has offsets pending
+	// in an open transaction (OffsetFetch with RequireStable).
+	ErrUnstableOffsetCommit = errors.New("offsets pending in an open transaction")
+	// ErrInvalidProducerIDMapping: the producer id does not belong to the
+	// transactional id.
+	ErrInvalidProducerIDMapping = errors.New("producer id does not match the transactional id")
+	// ErrTransactionalIDNotFound: no state for the transactional id.
+	ErrTransactionalIDNotFound = errors.New("transactional id not found")
+	// ErrInvalidTransactionTimeout: the timeout is above the broker's max.
+	ErrInvalidTransactionTimeout = errors.New("invalid transaction timeout")
+)

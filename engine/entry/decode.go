@@ -29,9 +29,9 @@ type Decoder struct {
 	hasValue   bool // __value seen
 	txn        record.Txn
 	hasTxn     bool
-	members    int  // flattened members seen
-	valStart   int  // start of this entry's rebuilt value in values
-	hdrStart   int  // start of this entry's headers in headers
+	members    int // flattened members seen
+	valStart   int // start of this entry's rebuilt value in values
+	hdrStart   int // start of this entry's headers in headers
 }
 
 // Reset releases every record returned so far and reuses the arenas.
