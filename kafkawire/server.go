@@ -53,6 +53,11 @@ type Options struct {
 	AdvertisedPort int32
 	// NodeID is this broker's id. Default 0.
 	NodeID int32
+	// VerifyTxn, when set, checks a transactional batch against the
+	// transaction coordinator before it opens a transaction in a
+	// partition (the first batch of the producer's transaction there);
+	// its error is the partition's answer. nil accepts every batch.
+	VerifyTxn func(ctx context.Context, txnID string, pid int64, epoch int16, topic string, partition int32) error
 	// MaxInFlight bounds the requests one connection may have in flight:
 	// beyond it korvet stops reading from that connection. Default 64.
 	MaxInFlight int
