@@ -172,7 +172,9 @@ func (p *Partition) OpenTxns() []OpenTxn {
 	for pid, o := range p.txns {
 		out = append(out, OpenTxn{ProducerID: pid, Epoch: o.epoch, FirstOffset: o.first, TransactionalID: o.tid})
 	}
-	slices.SortFunc(out, func(a, b OpenTxn) int { return cmp.Or(cmp.Compare(a.FirstOffset, b.FirstOffset), cmp.Compare(a.ProducerID, b.ProducerID)) })
+	slices.SortFunc(out, func(a, b OpenTxn) int {
+		return cmp.Or(cmp.Compare(a.FirstOffset, b.FirstOffset), cmp.Compare(a.ProducerID, b.ProducerID))
+	})
 	return out
 }
 

@@ -89,11 +89,11 @@ func TestTxnAppendMarkersAndLSO(t *testing.T) {
 		}
 		return b
 	}
-	mustAppend(engine.NoProducer, recs(2, 1, "plain"))                   // 0-1
+	mustAppend(engine.NoProducer, recs(2, 1, "plain"))                      // 0-1
 	if b := mustAppend(txnProd(10, 0, 0, "a,1"), recs(2, 1, "a")); b != 2 { // 2-3
 		t.Fatalf("base %d", b)
 	}
-	mustAppend(txnProd(11, 0, 0, "b"), recs(1, 1, "b")) // 4
+	mustAppend(txnProd(11, 0, 0, "b"), recs(1, 1, "b"))    // 4
 	mustAppend(txnProd(10, 0, 2, "a,1"), recs(1, 1, "a2")) // 5
 	if lso, hw := p.LastStable(), p.HighWatermark(); lso != 2 || hw != 6 {
 		t.Fatalf("LSO %d HW %d, want 2 6", lso, hw)
