@@ -312,7 +312,12 @@ func (p *Partition) commitRound(ctx context.Context, tx *txBuffers, fl *flushRou
 	if err == nil {
 		p.next, p.bytes, p.maxTs, p.segMin, p.segMax = st.next, st.bytes, st.maxTs, st.segMin, st.segMax
 		p.segs, p.producers, p.txns = st.segs, st.producers, st.txns
-		p.aborted = append(p.aborted, st.newAborted...)
+		for _, a := range st.newAborted {
+			// A resync after an unclear EXEC may have loaded them already.
+			if n := len(p.aborted); n == 0 || p.aborted[n-1].marker < a.marker {
+				p.aborted = append(p.aborted, a)
+			}
+		}
 		p.segsSaved = p.segsSaved || st.segsChanged
 		p.hw.Store(st.next)
 		if fl.trim && st.trimTo > p.start.Load() {

@@ -33,7 +33,8 @@ const maxMarkerWriters = 16
 // Redis until the partition's open transaction of m.ProducerID is gone.
 // It returns nil once every partition has its marker (or never had the
 // transaction); ctx bounds the wait. A partition of a topic this broker
-// does not know (deleted) counts as done.
+// does not know, even after reloading it from Redis (deleted), counts as
+// done.
 func (e *Engine) WriteTxnMarkers(ctx context.Context, m Marker, parts []TopicPartition) error {
 	errs := make([]error, len(parts))
 	sem := make(chan struct{}, maxMarkerWriters)
@@ -52,6 +53,13 @@ func (e *Engine) WriteTxnMarkers(ctx context.Context, m Marker, parts []TopicPar
 
 func (e *Engine) writeTxnMarker(ctx context.Context, m Marker, tp TopicPartition) error {
 	t := e.Topic(tp.Topic)
+	if t == nil {
+		// Perhaps created on another broker and not loaded here yet.
+		if err := e.ReloadTopic(ctx, tp.Topic); err != nil {
+			return fmt.Errorf("transaction marker for producer %d on %s/%d: %w", m.ProducerID, tp.Topic, tp.Partition, err)
+		}
+		t = e.Topic(tp.Topic)
+	}
 	var p *Partition
 	if t != nil {
 		p = t.Partition(tp.Partition)
