@@ -346,3 +346,42 @@ func TestWriteTxnMarkersRemoteLeader(t *testing.T) {
 		}
 	}
 }
+
+// A broker taking a partition up ends the open transactions the
+// coordinator decided while nobody led it (no sweep needed), and reads
+// below an offset stop there.
+func TestTxnResolvedOnLeadership(t *testing.T) {
+	r := testbed.StartRedis(t)
+	opts := engine.Options{TxnResolveInterval: time.Hour}
+	e, rc := enginetest.Open(t, r, opts)
+	ctx := context.Background()
+	tp, err := e.CreateTopic(ctx, "lead", 1, map[string]string{"retention.ms": "-1"}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	setTxnState(t, rc, "L", map[string]any{"pid": 5, "epoch": 0, "state": "Ongoing"})
+	if _, _, err := tp.Partition(0).AppendFrom(engine.NoProducer, recs(2, 1, "p")).Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := tp.Partition(0).AppendFrom(txnProd(5, 0, 0, "L"), recs(3, 1, "t")).Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	p := tp.Partition(0)
+	for _, c := range []struct{ below, n int64 }{{0, 0}, {1, 1}, {p.LastStable(), 2}, {-1, 5}} {
+		res, err := p.ReadBelow(ctx, 0, 1<<20, c.below)
+		if err != nil || int64(len(res.Records)) != c.n {
+			t.Fatalf("ReadBelow %d: %v, %d records, want %d", c.below, err, len(res.Records), c.n)
+		}
+		res.Release()
+	}
+	e.Close()
+	setTxnState(t, rc, "L", map[string]any{"pid": 5, "epoch": 0, "state": "PrepareCommit"})
+	e, _ = enginetest.Open(t, r, opts)
+	p = e.Topic("lead").Partition(0)
+	testbed.Eventually(t, 10*time.Second, "the new leader commits", func() (bool, string) {
+		return p.LastStable() == 6 && p.HighWatermark() == 6, fmt.Sprintf("LSO %d HW %d", p.LastStable(), p.HighWatermark())
+	})
+	if _, txns := readTxns(t, p); !txns[5].Control {
+		t.Fatalf("last record %+v, want a marker", txns[5])
+	}
+}
