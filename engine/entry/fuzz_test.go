@@ -11,14 +11,14 @@ import (
 
 // Bits of FuzzRoundTrip's nullFlags.
 const (
-	nullKey     = 1 << iota // key is null
-	nullValue               // value is null (tombstone)
-	nullHdrVal              // header value is null
-	noHeaders               // record has no headers
-	twoHeaders              // header appears twice, second with a null value
-	jsonWrapped             // value becomes {"f":value,"g":1}, to reach the flattener more often
-	transactional           // record of a transactional batch (producer from ts)
-	control                 // control record (with transactional; key and value not null)
+	nullKey       = 1 << iota // key is null
+	nullValue                 // value is null (tombstone)
+	nullHdrVal                // header value is null
+	noHeaders                 // record has no headers
+	twoHeaders                // header appears twice, second with a null value
+	jsonWrapped               // value becomes {"f":value,"g":1}, to reach the flattener more often
+	transactional             // record of a transactional batch (producer from ts)
+	control                   // control record (with transactional; key and value not null)
 )
 
 func FuzzRoundTrip(f *testing.F) {
