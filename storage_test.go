@@ -47,7 +47,7 @@ func TestStorageKeysWritten(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng, err := engine.Open(ctx, rc, engine.Options{Logger: quiet, Cold: store, GroupInitialRebalanceDelay: -1, TieringInterval: 50 * time.Millisecond})
+	eng, err := engine.Open(ctx, rc, engine.Options{Logger: quiet, Cold: store, GroupInitialRebalanceDelay: -1, TieringInterval: 50 * time.Millisecond, TxnResolveInterval: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,6 +70,60 @@ func TestStorageKeysWritten(t *testing.T) {
 	}
 	if got, want := streamIDs(t, rc, "korvet:meta:batches:t:0"), []string{"1-1", "2-1"}; !slices.Equal(got, want) {
 		t.Errorf("batches entry IDs %q, want %q", got, want)
+	}
+	// A committed and an aborted transaction: records with __txn, markers
+	// as control entries, the open transaction in the partition hash
+	// until its marker, and the aborted index.
+	txp := engine.Producer{ID: 1000, Epoch: 2, Transactional: true, TransactionalID: "st"}
+	if _, _, err := p.AppendBatch(txp, 0, []record.Record{{Timestamp: 4, Key: []byte("k"), Value: []byte("d")}}).Wait(ctx); err != nil { // 3
+		t.Fatal(err)
+	}
+	if v, err := rc.Do(ctx, "HGET", "korvet:meta:partition:t:0", "txn:1000"); err != nil || string(v.Bytes()) != "2,3,st" {
+		t.Errorf("open transaction field %q (%v), want 2,3,st", v.Bytes(), err)
+	}
+	if _, err := p.WriteMarker(ctx, engine.Marker{ProducerID: 1000, Epoch: 2, Commit: true, CoordinatorEpoch: 1}); err != nil { // 4
+		t.Fatal(err)
+	}
+	txp.FirstSeq = 1
+	if _, _, err := p.AppendBatch(txp, 0, []record.Record{{Timestamp: 5, Value: []byte("e")}}).Wait(ctx); err != nil { // 5
+		t.Fatal(err)
+	}
+	if _, err := p.WriteMarker(ctx, engine.Marker{ProducerID: 1000, Epoch: 2}); err != nil { // 6
+		t.Fatal(err)
+	}
+	if got, want := streamIDs(t, rc, "korvet:storage:local:t:0:0"), []string{"0-5", "1-5", "2-1", "3-1", "4-1", "5-1", "6-1"}; !slices.Equal(got, want) {
+		t.Errorf("record entry IDs with transactions %q, want %q", got, want)
+	}
+	if got, want := streamIDs(t, rc, "korvet:meta:aborted:t:0"), []string{"6-1"}; !slices.Equal(got, want) {
+		t.Errorf("aborted index entry IDs %q, want %q", got, want)
+	}
+	entries, err := rc.Do(ctx, "XRANGE", "korvet:storage:local:t:0:0", "3", "6")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fields []string
+	entries.ForEach(func(e resp.Reply) bool {
+		var pair []resp.Reply
+		pair = e.Elems(pair)
+		var f []string
+		pair[1].ForEach(func(x resp.Reply) bool { f = append(f, fmt.Sprintf("%q", x.Bytes())); return true })
+		fields = append(fields, strings.Join(f, " "))
+		return true
+	})
+	if len(fields) != 4 {
+		t.Fatalf("%d transaction entries, want 4", len(fields))
+	}
+	// Markers carry the time they were written.
+	if want := []string{
+		`"__ts" "4" "__txn" "1000.2" "__key" "k" "__value" "d"`,
+		`"__ts" "` + strings.Split(fields[1], `"`)[3] + `" "__txn" "1000.2" "__ctl" "" "__key" "\x00\x00\x00\x01" "__value" "\x00\x00\x00\x00\x00\x01"`,
+		`"__ts" "5" "__txn" "1000.2" "__value" "e"`,
+		`"__ts" "` + strings.Split(fields[3], `"`)[3] + `" "__txn" "1000.2" "__ctl" "" "__key" "\x00\x00\x00\x00" "__value" "\x00\x00\x00\x00\x00\x00"`,
+	}; !slices.Equal(fields, want) {
+		t.Errorf("transaction entries\n%s\nwant\n%s", strings.Join(fields, "\n"), strings.Join(want, "\n"))
+	}
+	if n, err := rc.Do(ctx, "HEXISTS", "korvet:meta:partition:t:0", "txn:1000"); err != nil || string(n.Bytes()) != "0" {
+		t.Errorf("open transaction field left after its marker (%v)", err)
 	}
 
 	groups := eng.Groups()
@@ -151,6 +205,7 @@ func TestStorageKeysWritten(t *testing.T) {
 		"korvet:meta:partition:t:0":       "hash",
 		"korvet:meta:segments:t:0":        "hash",
 		"korvet:meta:batches:t:0":         "stream",
+		"korvet:meta:aborted:t:0":         "stream",
 		"korvet:storage:local:t:0:0":      "stream",
 		"korvet:meta:groups":              "hash",
 		"korvet:group:g:state":            "string",

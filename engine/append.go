@@ -24,13 +24,22 @@ type Pending struct {
 	// allReplicas: acks=all; acknowledged once WaitReplicas replicas
 	// have the round.
 	allReplicas bool
+	// txnTag is the __txn value of a transactional batch's records (and
+	// a marker's), nil otherwise; marker makes the append a marker.
+	txnTag []byte
+	marker *markerReq
 }
 
 // Producer identifies an idempotent producer's batch. ID < 0: none.
+// Transactional batches belong to the producer's open transaction on the
+// partition, which the batch opens if there is none; TransactionalID is
+// its transactional id then.
 type Producer struct {
-	ID       int64
-	Epoch    int16
-	FirstSeq int32
+	ID              int64
+	Epoch           int16
+	FirstSeq        int32
+	Transactional   bool
+	TransactionalID string
 }
 
 // NoProducer is the Producer of plain (non-idempotent) appends.
@@ -71,10 +80,25 @@ func (p *Partition) AppendBatch(prod Producer, codec int8, recs []record.Record)
 // with ErrNotEnoughReplicas, written all the same, when they do not
 // confirm within Options.WaitTimeout.
 func (p *Partition) AppendBatchAcks(prod Producer, codec int8, recs []record.Record, allReplicas bool) *Pending {
+	if prod.ID < 0 {
+		prod.Transactional = false
+	}
+	if !prod.Transactional {
+		prod.TransactionalID = ""
+	}
+	return p.queueAppend(prod, codec, recs, allReplicas, nil)
+}
+
+// queueAppend queues an append, or a marker when m is set.
+func (p *Partition) queueAppend(prod Producer, codec int8, recs []record.Record, allReplicas bool, m *markerReq) *Pending {
 	if codec < 0 || codec > entry.MaxCodec {
 		codec = 0
 	}
-	pd := &Pending{recs: recs, prod: prod, codec: codec, done: make(chan struct{}), logAppendTime: -1, allReplicas: allReplicas}
+	pd := &Pending{recs: recs, prod: prod, codec: codec, done: make(chan struct{}), logAppendTime: -1, allReplicas: allReplicas, marker: m}
+	if prod.Transactional || m != nil {
+		pd.txnTag = entry.AppendTxn(nil, prod.ID, prod.Epoch)
+		pd.size += int64(len(recs) * entry.TxnEncodedSize(m != nil))
+	}
 	for i := range recs {
 		pd.size += int64(entry.EncodedSize(&recs[i]))
 	}

@@ -397,6 +397,9 @@ func (e *Engine) becomeLeader(ctx context.Context, parts []*Partition, epochs []
 			if len(p.queue) > 0 || p.trimTo > p.start.Load() {
 				p.kickLocked()
 			}
+			if len(p.txns) > 0 {
+				e.queueResolve(p)
+			}
 		}
 		p.mu.Unlock()
 	}

@@ -50,6 +50,10 @@ type Options struct {
 	Index IndexOptions
 	// RetentionInterval is how often retention is checked. Default 5s.
 	RetentionInterval time.Duration
+	// TxnResolveInterval is how often a leader checks its partitions'
+	// open transactions against the coordinator's state (see
+	// resolveTxns). Default DefaultTxnResolveInterval.
+	TxnResolveInterval time.Duration
 	// GroupInitialRebalanceDelay is how long a consumer group's first
 	// rebalance waits for more members (Kafka's
 	// group.initial.rebalance.delay.ms). Default 3s; negative means none.
@@ -112,6 +116,7 @@ type Engine struct {
 	shareParts shareState
 	kv         KV
 	events     *events.Bus
+	txnRes     txnResolver
 	started    time.Time
 	cl         cluster // membership and leadership (cluster*.go)
 
@@ -152,6 +157,9 @@ func Open(ctx context.Context, rc *resp.Client, opts Options) (*Engine, error) {
 	if opts.MaxPartitions <= 0 {
 		opts.MaxPartitions = 10000
 	}
+	if opts.TxnResolveInterval <= 0 {
+		opts.TxnResolveInterval = DefaultTxnResolveInterval
+	}
 	if opts.RetentionInterval <= 0 {
 		opts.RetentionInterval = 5 * time.Second
 	}
@@ -181,6 +189,7 @@ func Open(ctx context.Context, rc *resp.Client, opts Options) (*Engine, error) {
 		return nil, err
 	}
 	e.cl = cluster{lease: cmp.Or(opts.LeaseTime, DefaultLeaseTime), wake: make(chan struct{}, 1)}
+	e.txnRes.wake = make(chan struct{}, 1)
 	if err := e.loadCluster(ctx); err != nil {
 		return nil, err
 	}
@@ -197,6 +206,7 @@ func Open(ctx context.Context, rc *resp.Client, opts Options) (*Engine, error) {
 		return nil, err
 	}
 	e.subscribeCluster()
+	e.subscribeTxn()
 	if err := e.loadTopics(ctx); err != nil {
 		return nil, err
 	}
@@ -250,8 +260,9 @@ func Open(ctx context.Context, rc *resp.Client, opts Options) (*Engine, error) {
 	e.wg.Add(2)
 	go e.renewLoop()
 	go e.controlLoop()
-	e.wg.Add(1)
+	e.wg.Add(2)
 	go e.retentionLoop()
+	go e.txnResolveLoop()
 	if opts.Cold != nil {
 		e.tier.wake = make(chan struct{}, 1)
 		e.wg.Add(1)
@@ -544,7 +555,7 @@ func (e *Engine) DeleteTopic(ctx context.Context, name string) error {
 		for _, sg := range p.Segments() {
 			pl.Cmd("UNLINK", p.streamKey(sg.ID))
 		}
-		pl.Cmd("UNLINK", p.metaKey, p.batchesKey, p.segmentsKey)
+		pl.Cmd("UNLINK", p.metaKey, p.batchesKey, p.segmentsKey, p.abortedKey)
 	}
 	if e.opts.Cold != nil {
 		// The worker drops the topic's cold table (retrying while the

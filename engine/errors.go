@@ -3,6 +3,9 @@ package engine
 import (
 	"errors"
 	"fmt"
+
+	"github.com/korvet/korvet/engine/group"
+	"github.com/korvet/korvet/engine/txn"
 )
 
 // Errors the engine returns; the wire layer maps them to Kafka error codes.
@@ -48,4 +51,28 @@ var (
 	// that no longer matches the log could not be resolved, or the index
 	// is still catching up with the log. Retry later.
 	ErrKVUnavailable = errors.New("key index unavailable")
+)
+
+// Errors of transactions: the transaction coordinator's (engine/txn)
+// and the group coordinator's, under the engine's names too, so that the
+// log side and the wire side test for one value.
+var (
+	// ErrInvalidTxnState: the producer's transaction is not in a state
+	// that allows the request (Kafka's INVALID_TXN_STATE).
+	ErrInvalidTxnState = txn.ErrInvalidTxnState
+	// ErrProducerFenced: a newer producer with the same transactional id
+	// exists (PRODUCER_FENCED; INVALID_PRODUCER_EPOCH in older versions).
+	ErrProducerFenced = txn.ErrProducerFenced
+	// ErrConcurrentTransactions: the previous transaction is completing.
+	ErrConcurrentTransactions = txn.ErrConcurrentTransactions
+	// ErrUnstableOffsetCommit: a requested partition has offsets pending
+	// in an open transaction (OffsetFetch with RequireStable).
+	ErrUnstableOffsetCommit = group.ErrUnstableOffsetCommit
+	// ErrInvalidProducerIDMapping: the producer id does not belong to the
+	// transactional id.
+	ErrInvalidProducerIDMapping = txn.ErrInvalidProducerIDMapping
+	// ErrTransactionalIDNotFound: no state for the transactional id.
+	ErrTransactionalIDNotFound = txn.ErrTransactionalIDNotFound
+	// ErrInvalidTransactionTimeout: the timeout is above the broker's max.
+	ErrInvalidTransactionTimeout = txn.ErrInvalidTransactionTimeout
 )

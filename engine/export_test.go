@@ -68,3 +68,6 @@ func (e *Engine) Resume() { e.cl.paused.Store(false); e.wakeControl() }
 
 // DesiredLeader is the rendezvous-hash winner for p among nodes.
 func DesiredLeader(p *Partition, nodes []int32) int32 { return hrw(p.hrwKey(), nodes) }
+
+// ResolveTxns runs the resolver on p now.
+func (e *Engine) ResolveTxns(ctx context.Context, p *Partition) error { return e.resolveTxns(ctx, p) }

@@ -133,6 +133,7 @@ func (p *Partition) takeLocked(trim bool) flushRound {
 	fl.st = flushState{
 		base: p.next, bytes: p.bytes, maxTs: p.maxTs, segMin: p.segMin, segMax: p.segMax,
 		segs: p.segs, trimTo: p.trimTo, roll: p.roll, producers: p.producers,
+		txns: p.txns,
 	}
 	fl.drops, fl.archives = p.dropLocal, p.archives
 	p.dropLocal, p.archives = nil, nil
@@ -214,7 +215,7 @@ func (tx *txBuffers) writeCmds(p *Partition, fl *flushRound, c roundWriter) {
 	for _, op := range fl.committed {
 		for i := range op.recs {
 			r := &op.recs[i]
-			pairs := tx.enc.Prepare(r)
+			pairs := tx.enc.PrepareTxn(r, op.txnTag, op.marker != nil)
 			c.Array(3 + 2*pairs)
 			c.String("XADD")
 			c.String(stream)
@@ -231,7 +232,22 @@ func (tx *txBuffers) writeCmds(p *Partition, fl *flushRound, c roundWriter) {
 		for _, pid := range fl.changed {
 			args = append(args, producerField(pid), st.producers[pid].encode())
 		}
+		var closed []any
+		for _, pid := range st.txnChanged {
+			if o := st.txns[pid]; o != nil {
+				args = append(args, txnField(pid), o.encode())
+			} else {
+				closed = append(closed, txnField(pid))
+			}
+		}
 		c.Cmd(args...)
+		if len(closed) > 0 {
+			c.Cmd(append([]any{"HDEL", p.metaKey}, closed...)...)
+		}
+	}
+	for _, a := range st.newAborted {
+		tx.idBuf = entry.AppendID(tx.idBuf[:0], a.marker, 0)
+		c.Cmd("XADD", p.abortedKey, tx.idBuf, "pid", a.pid, "first", a.first)
 	}
 	if st.next > st.base {
 		tx.idBuf = entry.AppendID(tx.idBuf[:0], st.next-1, 0)
@@ -295,11 +311,18 @@ func (p *Partition) commitRound(ctx context.Context, tx *txBuffers, fl *flushRou
 	p.mu.Lock()
 	if err == nil {
 		p.next, p.bytes, p.maxTs, p.segMin, p.segMax = st.next, st.bytes, st.maxTs, st.segMin, st.segMax
-		p.segs, p.producers = st.segs, st.producers
+		p.segs, p.producers, p.txns = st.segs, st.producers, st.txns
+		for _, a := range st.newAborted {
+			// A resync after an unclear EXEC may have loaded them already.
+			if n := len(p.aborted); n == 0 || p.aborted[n-1].marker < a.marker {
+				p.aborted = append(p.aborted, a)
+			}
+		}
 		p.segsSaved = p.segsSaved || st.segsChanged
 		p.hw.Store(st.next)
 		if fl.trim && st.trimTo > p.start.Load() {
 			p.start.Store(st.trimTo)
+			p.trimAbortedLocked(st.trimTo)
 		}
 	} else {
 		p.needSync = true
@@ -330,9 +353,11 @@ func (p *Partition) index(committed []*Pending, next int64) {
 	if live == nil || len(committed) == 0 {
 		return
 	}
-	batches := make([][]record.Record, len(committed))
-	for i, op := range committed {
-		batches[i] = op.recs
+	batches := make([][]record.Record, 0, len(committed))
+	for _, op := range committed {
+		if op.marker == nil { // control records are no key's value
+			batches = append(batches, op.recs)
+		}
 	}
 	live.onCommit(p, batches, next)
 }
@@ -364,6 +389,13 @@ type flushState struct {
 	trimTo                                   int64
 	roll                                     bool
 	producers                                map[int64]*producerState
+	// Open transactions (copy on write: txnsCopied once st owns txns),
+	// the producers whose txn:<pid> field changes, and the transactions
+	// this round aborts.
+	txns       map[int64]*openTxn
+	txnsCopied bool
+	txnChanged []int64
+	newAborted []abortedTxn
 }
 
 // assign checks producer sequences and gives offsets to the appends that
@@ -375,10 +407,18 @@ func (st *flushState) assign(take []*Pending, settings topicSettings, now time.T
 	copied := false
 	for _, op := range take {
 		op.base = -1
-		if op.prod.ID >= 0 {
+		if op.marker != nil {
+			var ok bool
+			if prods, ok = st.planMarker(op, prods, &copied, &changed); !ok {
+				continue // no transaction to end: nothing written
+			}
+		} else if op.prod.ID >= 0 {
 			cur := prods[op.prod.ID]
 			last := op.prod.FirstSeq + int32(len(op.recs)) - 1
 			dup, err := cur.check(op.prod.Epoch, op.prod.FirstSeq, last)
+			if err == nil {
+				err = st.checkTxn(op)
+			}
 			if err != nil {
 				op.err = err
 				continue
@@ -418,6 +458,9 @@ func (st *flushState) assign(take []*Pending, settings topicSettings, now time.T
 		}
 		st.bytes += op.size
 		committed = append(committed, op)
+		if op.prod.Transactional {
+			st.planTxn(op)
+		}
 	}
 	st.producers = prods
 	return committed, changed

@@ -30,6 +30,7 @@ type Partition struct {
 	// batchesKey is the per-append summary stream (see keys.batches).
 	batchesKey  string
 	segmentsKey string
+	abortedKey  string
 
 	hw    atomic.Int64 // offsets below hw are committed and readable
 	start atomic.Int64 // log start offset
@@ -42,6 +43,8 @@ type Partition struct {
 	segMin    int64     // min and max timestamp in the open segment
 	segMax    int64
 	producers map[int64]*producerState
+	txns      map[int64]*openTxn // open transactions; replaced, never modified in place
+	aborted   []abortedTxn       // the aborted index, by marker offset
 	queue     []*Pending
 	flushing  bool
 	needSync  bool // the last transaction's outcome is unknown
@@ -74,6 +77,7 @@ func newPartition(t *Topic, id int32) *Partition {
 		metaKey:     t.e.k.Partition(t.name, id),
 		batchesKey:  t.e.k.Batches(t.name, id),
 		segmentsKey: t.e.k.Segments(t.name, id),
+		abortedKey:  t.e.k.Aborted(t.name, id),
 		maxTs:       -1,
 		waiters:     make(map[chan<- struct{}]struct{}),
 	}
@@ -144,6 +148,7 @@ func (p *Partition) loadState(meta, segs resp.Reply, top *resp.Reply) error {
 	f = meta.Elems(f)
 	vals := map[string]int64{"next": 0, "start": 0, "bytes": 0, "maxts": -1, "smin": -1, "smax": -1}
 	producers := map[int64]*producerState{}
+	txns := map[int64]*openTxn{}
 	leader, epoch, epochs := int32(-1), int32(0), map[int32]int64{}
 	for i := 0; i+1 < len(f); i += 2 {
 		name, v := string(f[i].Bytes()), string(f[i+1].Bytes())
@@ -174,6 +179,15 @@ func (p *Partition) loadState(meta, segs resp.Reply, top *resp.Reply) error {
 				return fmt.Errorf("bad producer state %s in %s", name, p.metaKey)
 			}
 			producers[pid] = st
+			continue
+		}
+		if id, ok := strings.CutPrefix(name, "txn:"); ok {
+			pid, err := strconv.ParseInt(id, 10, 64)
+			o, perr := parseOpenTxn(v)
+			if err != nil || perr != nil {
+				return fmt.Errorf("bad open transaction %s in %s", name, p.metaKey)
+			}
+			txns[pid] = o
 			continue
 		}
 		if _, ok := vals[name]; !ok {
@@ -217,6 +231,7 @@ func (p *Partition) loadState(meta, segs resp.Reply, top *resp.Reply) error {
 	p.mu.Lock()
 	p.next, p.bytes, p.maxTs, p.segMin, p.segMax = next, vals["bytes"], vals["maxts"], vals["smin"], vals["smax"]
 	p.segs, p.producers, p.segsSaved = registry, producers, segs.Len() > 0
+	p.txns = txns
 	p.trimTo = max(p.trimTo, vals["start"]) // keep a pending trim (DeleteRecords) across a resync
 	p.epochs = epochs
 	p.observe(leader, epoch)
@@ -266,6 +281,7 @@ func loadPartitions(ctx context.Context, e *Engine, parts []*Partition) error {
 	for _, p := range parts {
 		pl.Cmd("HGETALL", p.metaKey)
 		pl.Cmd("HGETALL", p.segmentsKey)
+		pl.Cmd("XRANGE", p.abortedKey, "-", "+")
 	}
 	rs, err := e.rc.Exec(ctx, &pl)
 	if err != nil {
@@ -274,9 +290,17 @@ func loadPartitions(ctx context.Context, e *Engine, parts []*Partition) error {
 	defer rs.Release()
 	pl.Reset()
 	for i, p := range parts {
-		if err := p.loadState(rs.At(2*i), rs.At(2*i+1), nil); err != nil {
+		if err := p.loadState(rs.At(3*i), rs.At(3*i+1), nil); err != nil {
 			return fmt.Errorf("load partition %s/%d: %w", p.t.name, p.id, err)
 		}
+		aborted, err := parseAborted(rs.At(3*i + 2))
+		if err != nil {
+			return fmt.Errorf("load partition %s/%d: %w", p.t.name, p.id, err)
+		}
+		p.mu.Lock()
+		p.aborted = aborted
+		p.trimAbortedLocked(p.start.Load())
+		p.mu.Unlock()
 		pl.Cmd("XREVRANGE", p.StreamKey(), "+", "-", "COUNT", 1)
 	}
 	tops, err := e.rc.Exec(ctx, &pl)
@@ -286,7 +310,7 @@ func loadPartitions(ctx context.Context, e *Engine, parts []*Partition) error {
 	defer tops.Release()
 	for i, p := range parts {
 		top := tops.At(i)
-		if err := p.loadState(rs.At(2*i), rs.At(2*i+1), &top); err != nil {
+		if err := p.loadState(rs.At(3*i), rs.At(3*i+1), &top); err != nil {
 			return fmt.Errorf("load partition %s/%d: %w", p.t.name, p.id, err)
 		}
 	}

@@ -22,9 +22,9 @@ type ReadResult struct {
 	// Codecs holds, per record, the compression codec its producer used
 	// (0 for none, and for records read from the cold tier).
 	Codecs []int8
-	// Txns marks records of transactional batches and control records:
-	// empty when no record read is transactional, else parallel to
-	// Records (ProducerID -1 for the others).
+	// Txns holds, per record, the transaction it belongs to, and is empty
+	// when no record read belongs to one (the common case); records of no
+	// transaction have ProducerID -1.
 	Txns          []record.Txn
 	HighWatermark int64
 	LogStart      int64
@@ -71,7 +71,20 @@ func (p *Partition) Read(ctx context.Context, offset int64, maxBytes int) (*Read
 // together, within MaxAppendBytes unless one alone is larger). wholeMax
 // is raised to maxBytes when below it.
 func (p *Partition) ReadWhole(ctx context.Context, offset int64, maxBytes, wholeMax int) (*ReadResult, error) {
-	res, err := p.read(ctx, offset, maxBytes, -1)
+	return p.ReadWholeBelow(ctx, offset, maxBytes, wholeMax, -1)
+}
+
+// ReadBelow is Read of the records below offset limit only (none when
+// limit is -1): a read_committed fetch reads below the last stable offset.
+func (p *Partition) ReadBelow(ctx context.Context, offset int64, maxBytes int, limit int64) (*ReadResult, error) {
+	return p.read(ctx, offset, maxBytes, untilOf(limit))
+}
+
+// ReadWholeBelow is ReadWhole of the records below offset limit only
+// (none when limit is -1).
+func (p *Partition) ReadWholeBelow(ctx context.Context, offset int64, maxBytes, wholeMax int, limit int64) (*ReadResult, error) {
+	until := untilOf(limit)
+	res, err := p.read(ctx, offset, maxBytes, until)
 	if err != nil || !res.cut || len(res.Records) == 0 || wholeMax <= maxBytes {
 		return res, err
 	}
@@ -85,7 +98,25 @@ func (p *Partition) ReadWhole(ctx context.Context, offset int64, maxBytes, whole
 		return res, nil
 	}
 	res.Release()
+	if until >= 0 {
+		end = min(end, until)
+	}
 	return p.read(ctx, offset, wholeMax, end)
+}
+
+// noRecords is read's until for a range that holds nothing: -1 already
+// means no bound.
+const noRecords = -2
+
+// untilOf turns an exclusive limit (-1: none) into read's inclusive until.
+func untilOf(limit int64) int64 {
+	switch {
+	case limit < 0:
+		return -1
+	case limit == 0:
+		return noRecords
+	}
+	return limit - 1
 }
 
 // read is Read up to offset until (inclusive) when until >= 0.
@@ -101,7 +132,7 @@ func (p *Partition) read(ctx context.Context, offset int64, maxBytes int, until 
 	if until >= 0 {
 		last = min(last, until)
 	}
-	if offset > last || maxBytes <= 0 {
+	if offset > last || maxBytes <= 0 || until == noRecords {
 		return res, nil
 	}
 	// Ask Redis for about as many entries as fit in maxBytes, judged by the
@@ -149,10 +180,12 @@ func (p *Partition) read(ctx context.Context, offset int64, maxBytes int, until 
 			return nil, fmt.Errorf("read %s/%d at %d: %w", p.t.name, p.id, offset, err)
 		}
 		if len(res.Records) > 0 {
+			res.fitTxns(len(res.Records))
 			return res, nil
 		}
 		offset = end + 1
 	}
+	res.fitTxns(len(res.Records))
 	return res, nil
 }
 
@@ -410,8 +443,29 @@ func (res *ReadResult) appendEntry(ent resp.Reply) (*record.Record, error) {
 	res.Records = append(res.Records, record.Record{Offset: off})
 	res.Codecs = append(res.Codecs, codec)
 	rec := &res.Records[len(res.Records)-1]
-	if err := res.dec.Finish(rec); err != nil {
+	var txn record.Txn
+	if err := res.dec.FinishTxn(rec, &txn); err != nil {
 		return nil, fmt.Errorf("offset %d: %w", off, err)
 	}
+	if txn.ProducerID >= 0 || len(res.Txns) > 0 {
+		n := len(res.Records) - 1
+		for len(res.Txns) < n {
+			res.Txns = append(res.Txns, record.Txn{ProducerID: -1})
+		}
+		res.Txns = append(res.Txns[:n], txn)
+	}
 	return rec, nil
+}
+
+// fitTxns makes Txns n long, unless it is empty (no transactions).
+func (res *ReadResult) fitTxns(n int) {
+	if len(res.Txns) == 0 {
+		return
+	}
+	if len(res.Txns) > n {
+		res.Txns = res.Txns[:n]
+	}
+	for len(res.Txns) < n {
+		res.Txns = append(res.Txns, record.Txn{ProducerID: -1})
+	}
 }

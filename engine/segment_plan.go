@@ -108,6 +108,7 @@ func (p *Partition) planTrim(pl cmdSink, st *flushState) {
 		st.segs, st.segsChanged = keep, true
 	}
 	pl.Cmd("XTRIM", p.batchesKey, "MINID", strconv.FormatInt(target, 10))
+	pl.Cmd("XTRIM", p.abortedKey, "MINID", strconv.FormatInt(target, 10))
 	pl.Cmd("HSET", p.metaKey, "start", target)
 }
 

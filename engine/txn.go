@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"log/slog"
 	"time"
 
 	"github.com/korvet/korvet/engine/txn"
@@ -29,7 +28,7 @@ func (e *Engine) openTxns(ctx context.Context) error {
 		Keyspace:      e.opts.Keyspace,
 		Owns:          e.OwnsTxn,
 		NewProducerID: e.NewProducerID,
-		Markers:       unwiredMarkers{e.log},
+		Markers:       e,
 		Offsets:       e.groups,
 		MaxTimeout:    o.MaxTimeout,
 		IDExpiration:  o.IDExpiration,
@@ -42,20 +41,6 @@ func (e *Engine) openTxns(ctx context.Context) error {
 	e.txns = c
 	return nil
 }
-
-// unwiredMarkers and unwiredOffsets stand for the log side's
-// e.WriteTxnMarkers and the group coordinator's CompleteTxn until those
-// are merged (design16): they complete nothing and say so.
-//
-// TODO(merge i16): Markers: e (WriteTxnMarkers, adapted to txn's types);
-// Offsets: e.groups (CompleteTxn).
-type unwiredMarkers struct{ log *slog.Logger }
-
-func (u unwiredMarkers) WriteTxnMarkers(_ context.Context, m txn.Marker, parts []txn.TopicPartition) error {
-	u.log.Debug("transaction markers not written: not wired in this build", "producer_id", m.ProducerID, "commit", m.Commit, "partitions", len(parts))
-	return nil
-}
-
 
 // Txns is the transaction coordinator.
 func (e *Engine) Txns() *txn.Coordinator { return e.txns }

@@ -24,10 +24,17 @@ func handleDescribeProducers(_ context.Context, c *conn, kreq kmsg.Request) func
 				if p == nil {
 					sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 				} else {
+					open := map[int64]int64{}
+					for _, o := range p.OpenTxns() {
+						open[o.ProducerID] = o.FirstOffset
+					}
 					for _, pi := range p.Producers() {
 						ap := kmsg.NewDescribeProducersResponseTopicPartitionActiveProducer()
 						ap.ProducerID, ap.ProducerEpoch, ap.LastSequence = pi.ID, int32(pi.Epoch), pi.LastSequence
 						ap.LastTimestamp, ap.CoordinatorEpoch, ap.CurrentTxnStartOffset = -1, -1, -1
+						if first, ok := open[pi.ID]; ok {
+							ap.CurrentTxnStartOffset = first
+						}
 						sp.ActiveProducers = append(sp.ActiveProducers, ap)
 					}
 				}

@@ -40,6 +40,20 @@ func errorCode(err error) int16 {
 		return kerr.DuplicateSequenceNumber.Code
 	case errors.Is(err, engine.ErrInvalidProducerEpoch):
 		return kerr.InvalidProducerEpoch.Code
+	case errors.Is(err, engine.ErrInvalidTxnState):
+		return kerr.InvalidTxnState.Code
+	case errors.Is(err, engine.ErrProducerFenced):
+		return kerr.ProducerFenced.Code
+	case errors.Is(err, engine.ErrConcurrentTransactions):
+		return kerr.ConcurrentTransactions.Code
+	case errors.Is(err, engine.ErrUnstableOffsetCommit):
+		return kerr.UnstableOffsetCommit.Code
+	case errors.Is(err, engine.ErrInvalidProducerIDMapping):
+		return kerr.InvalidProducerIDMapping.Code
+	case errors.Is(err, engine.ErrTransactionalIDNotFound):
+		return kerr.TransactionalIDNotFound.Code
+	case errors.Is(err, engine.ErrInvalidTransactionTimeout):
+		return kerr.InvalidTransactionTimeout.Code
 	case errors.Is(err, engine.ErrUnknownProducerID):
 		return kerr.UnknownProducerID.Code
 	case errors.Is(err, batch.ErrCorrupt):

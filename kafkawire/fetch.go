@@ -157,10 +157,18 @@ func (c *conn) fetchOnce(ctx context.Context, req *kmsg.FetchRequest, parts [][]
 				// whatever the limits say.
 				limit = 1
 			}
+			// The LSO before the high watermark: it never passes it, and a
+			// marker committed in between only raises both.
+			lso := p.LastStable()
 			hw, start := p.HighWatermark(), p.LogStart()
-			sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = hw, hw, start
+			sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = hw, min(lso, hw), start
 			if limit <= 0 {
 				continue
+			}
+			// read_committed reads below the LSO only.
+			below := int64(-1)
+			if req.IsolationLevel == 1 {
+				below = lso
 			}
 			var res *engine.ReadResult
 			var err error
@@ -170,18 +178,19 @@ func (c *conn) fetchOnce(ctx context.Context, req *kmsg.FetchRequest, parts [][]
 				// Kafka does; clients rely on it to get past a batch
 				// larger than their limits. Bounded by the topic's
 				// max.message.bytes and the response cap.
-				res, err = p.ReadWhole(ctx, rq.FetchOffset, limit, int(min(p.Topic().MaxMessageBytes(), maxFetchResponseBytes)))
+				res, err = p.ReadWholeBelow(ctx, rq.FetchOffset, limit, int(min(p.Topic().MaxMessageBytes(), maxFetchResponseBytes)), below)
 			} else {
-				res, err = p.Read(ctx, rq.FetchOffset, limit)
+				res, err = p.ReadBelow(ctx, rq.FetchOffset, limit, below)
 			}
 			if err != nil {
 				sp.ErrorCode = errorCode(err)
 				failed = true
 				continue
 			}
-			sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = res.HighWatermark, res.HighWatermark, res.LogStart
+			sp.HighWatermark, sp.LogStartOffset = res.HighWatermark, res.LogStart
+			sp.LastStableOffset = min(lso, res.HighWatermark)
 			if len(res.Records) > 0 {
-				b, err := c.s.fetchBatches(ctx, p, res, limit)
+				b, last, err := c.s.fetchBatches(ctx, p, res, limit, below)
 				if err != nil {
 					sp.ErrorCode = kerr.UnknownServerError.Code
 					failed = true
@@ -189,6 +198,9 @@ func (c *conn) fetchOnce(ctx context.Context, req *kmsg.FetchRequest, parts [][]
 					sp.RecordBatches = b
 					total += len(b)
 					budget -= len(b)
+					if req.IsolationLevel == 1 && req.Version >= 4 {
+						sp.AbortedTransactions = abortedOf(p, rq.FetchOffset, last)
+					}
 				}
 			}
 			res.Release()
@@ -212,33 +224,68 @@ func clearFetchHints(resp *kmsg.FetchResponse) {
 // so when what it read compresses well below the limit it reads on once,
 // as much again as the compression ratio allows, and answers with that if
 // it still fits: consumers then see a compressed batch whole, as produced.
-func (s *Server) fetchBatches(ctx context.Context, p *engine.Partition, res *engine.ReadResult, limit int) ([]byte, error) {
-	b, err := s.buildBatches(res.Records, res.Codecs)
+//
+// below bounds the read on (-1: none), as the read was; last is the
+// offset of the last record returned.
+func (s *Server) fetchBatches(ctx context.Context, p *engine.Partition, res *engine.ReadResult, limit int, below int64) (b []byte, last int64, err error) {
+	last = res.Records[len(res.Records)-1].Offset
+	b, err = s.buildBatches(res.Records, res.Codecs, res.Txns)
 	if err != nil || len(b) >= limit/2 || !allCompressed(res.Codecs, len(res.Records)) {
-		return b, err
+		return b, last, err
 	}
-	next := res.Records[len(res.Records)-1].Offset + 1
-	if next >= res.HighWatermark {
-		return b, nil
+	next := last + 1
+	if next >= res.HighWatermark || below >= 0 && next >= below {
+		return b, last, nil
 	}
 	raw := 0
 	for i := range res.Records {
 		raw += res.Records[i].Size()
 	}
-	more, err := p.Read(ctx, next, min((limit-len(b))*max(raw/max(len(b), 1), 1), 16*limit))
+	more, err := p.ReadBelow(ctx, next, min((limit-len(b))*max(raw/max(len(b), 1), 1), 16*limit), below)
 	if err != nil || len(more.Records) == 0 {
 		if more != nil {
 			more.Release()
 		}
-		return b, nil // what was read first is a fine answer
+		return b, last, nil // what was read first is a fine answer
 	}
 	defer more.Release()
 	recs := append(slices.Clip(res.Records), more.Records...)
 	codecs := append(slices.Clip(res.Codecs), more.Codecs...)
-	if b2, err := s.buildBatches(recs, codecs); err == nil && len(b2) <= limit {
-		return b2, nil
+	var txns []record.Txn
+	if len(res.Txns) > 0 || len(more.Txns) > 0 {
+		txns = append(fillTxns(slices.Clip(res.Txns), len(res.Records)), fillTxns(more.Txns, len(more.Records))...)
 	}
-	return b, nil
+	if b2, err := s.buildBatches(recs, codecs, txns); err == nil && len(b2) <= limit {
+		return b2, more.Records[len(more.Records)-1].Offset, nil
+	}
+	return b, last, nil
+}
+
+// fillTxns is txns, or n records of no transaction when it is empty.
+func fillTxns(txns []record.Txn, n int) []record.Txn {
+	if len(txns) > 0 {
+		return txns
+	}
+	out := make([]record.Txn, n)
+	for i := range out {
+		out[i].ProducerID = -1
+	}
+	return out
+}
+
+// abortedOf is a read_committed fetch's aborted-transaction list: those
+// that may have records in [from, last].
+func abortedOf(p *engine.Partition, from, last int64) []kmsg.FetchResponseTopicPartitionAbortedTransaction {
+	ab := p.AbortedTxns(from, last)
+	if len(ab) == 0 {
+		return nil
+	}
+	out := make([]kmsg.FetchResponseTopicPartitionAbortedTransaction, len(ab))
+	for i, a := range ab {
+		out[i] = kmsg.NewFetchResponseTopicPartitionAbortedTransaction()
+		out[i].ProducerID, out[i].FirstOffset = a.ProducerID, a.FirstOffset
+	}
+	return out
 }
 
 func allCompressed(codecs []int8, n int) bool {
@@ -264,24 +311,41 @@ func allCompressed(codecs []int8, n int) bool {
 const noLeaderEpoch = -1
 
 // buildBatches turns records into record batches: one per run of records
-// that came with the same compression, compressed again with it, so
-// consumers get the bandwidth savings their producers chose. codecs may be
-// empty (all uncompressed).
-func (s *Server) buildBatches(recs []record.Record, codecs []int8) ([]byte, error) {
+// that came with the same compression and transaction, compressed again
+// with it, so consumers get the bandwidth savings their producers chose.
+// codecs may be empty (all uncompressed), txns too (no transactions).
+// A transactional batch carries its producer and the transactional bit,
+// a marker is a control batch of its own, as Kafka writes them; base
+// sequence -1 (clients do not check sequences on consume).
+func (s *Server) buildBatches(recs []record.Record, codecs []int8, txns []record.Txn) ([]byte, error) {
 	enc := s.encoders.Get().(*batch.Encoder)
 	defer s.encoders.Put(enc)
 	var out []byte
+	hasCodecs, hasTxns := len(codecs) == len(recs), len(txns) == len(recs)
 	for i := 0; i < len(recs); {
 		codec := int8(0)
-		if len(codecs) == len(recs) {
+		if hasCodecs {
 			codec = codecs[i]
 		}
+		txn := record.Txn{ProducerID: -1}
+		if hasTxns {
+			txn = txns[i]
+		}
 		j := i + 1
-		for j < len(recs) && len(codecs) == len(recs) && codecs[j] == codec {
+		for j < len(recs) && (!hasCodecs || codecs[j] == codec) && (!hasTxns || txns[j] == txn) && !txn.Control {
 			j++
 		}
+		opts := batch.BuildOptions{Compression: batch.Compression(codec), PartitionLeaderEpoch: noLeaderEpoch}
+		if txn.ProducerID >= 0 {
+			opts.HasProducer, opts.ProducerID, opts.ProducerEpoch, opts.BaseSequence = true, txn.ProducerID, txn.Epoch, -1
+			opts.Attributes = batch.AttrTransactional
+			if txn.Control {
+				opts.Attributes |= batch.AttrControl
+				opts.Compression = batch.None
+			}
+		}
 		var err error
-		out, err = enc.AppendBatch(out, recs[i:j], batch.BuildOptions{Compression: batch.Compression(codec), PartitionLeaderEpoch: noLeaderEpoch})
+		out, err = enc.AppendBatch(out, recs[i:j], opts)
 		if err != nil {
 			return nil, fmt.Errorf("build batch at offset %d: %w", recs[i].Offset, err)
 		}

@@ -56,6 +56,9 @@ func handleListOffsets(ctx context.Context, c *conn, kreq kmsg.Request) func() k
 				switch rq.Timestamp {
 				case listLatest:
 					sp.Offset = p.HighWatermark()
+					if req.IsolationLevel == 1 {
+						sp.Offset = p.LastStable() // read_committed
+					}
 				case listEarliest:
 					sp.Offset = p.LogStart()
 				case listEarliestLocal:

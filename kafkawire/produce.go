@@ -111,7 +111,19 @@ func handleProduce(ctx context.Context, c *conn, kreq kmsg.Request) func() kmsg.
 			// 0 would mean the decoder's default: with nothing left, room
 			// for one byte refuses any compressed batch.
 			dec.MaxDecompressed = max(left, 1)
-			recs, prod, err := decodeProduce(dec, rq.Records, t)
+			recs, prod, err := decodeProduce(dec, rq.Records, t, req.TransactionID)
+			if err == nil && prod.Transactional && !p.HasOpenTxn(prod.ID, prod.Epoch) {
+				// The first batch of the transaction here: the coordinator
+				// must have the partition in the transaction.
+				verify := c.s.opts.VerifyTxn
+				if verify == nil {
+					verify = eng.Txns().VerifyPartition
+				}
+				if err = verify(ctx, prod.TransactionalID, prod.ID, prod.Epoch, t.Name(), rq.Partition); errors.Is(err, engine.ErrProducerFenced) {
+					// Produce answers a fenced producer as Kafka's log does.
+					err = fmt.Errorf("%w: %w", engine.ErrInvalidProducerEpoch, err)
+				}
+			}
 			if err != nil {
 				c.s.decoders.Put(dec)
 				if errors.Is(err, batch.ErrTooLarge) {
@@ -241,7 +253,7 @@ func duplicatePartitions(req *kmsg.ProduceRequest) map[partKey]int {
 // records point into dec's buffers. Batches of an idempotent producer carry
 // its id and sequence, which the engine checks; a request mixing producers
 // in one partition is refused, as Kafka only ever sends one batch there.
-func decodeProduce(dec *batchDecoder, b []byte, t *engine.Topic) ([]record.Record, engine.Producer, error) {
+func decodeProduce(dec *batchDecoder, b []byte, t *engine.Topic, txnID *string) ([]record.Record, engine.Producer, error) {
 	prod := engine.NoProducer
 	batches, err := dec.Decode(b, dec.batches[:0])
 	dec.batches = batches
@@ -251,14 +263,25 @@ func decodeProduce(dec *batchDecoder, b []byte, t *engine.Topic) ([]record.Recor
 	var recs []record.Record
 	for i := range batches {
 		bt := &batches[i]
-		if bt.Transactional() || bt.Control() {
-			return nil, prod, fmt.Errorf("%w: transactional batches are not supported", engine.ErrInvalidRecord)
+		if bt.Control() {
+			return nil, prod, fmt.Errorf("%w: control batches are written by the broker, not produced", engine.ErrInvalidRecord)
+		}
+		if bt.Transactional() {
+			switch {
+			case bt.ProducerID < 0:
+				return nil, prod, fmt.Errorf("%w: a transactional batch without a producer id", engine.ErrInvalidRecord)
+			case txnID == nil || *txnID == "":
+				return nil, prod, fmt.Errorf("%w: a transactional batch in a produce request without a transactional id", engine.ErrInvalidRecord)
+			}
 		}
 		if bt.ProducerID >= 0 {
 			if len(batches) > 1 {
 				return nil, prod, fmt.Errorf("%w: an idempotent producer sends one batch per partition", engine.ErrInvalidRecord)
 			}
 			prod = engine.Producer{ID: bt.ProducerID, Epoch: bt.ProducerEpoch, FirstSeq: bt.BaseSequence}
+			if bt.Transactional() {
+				prod.Transactional, prod.TransactionalID = true, *txnID
+			}
 		}
 		if len(batches) == 1 {
 			recs = bt.Records
@@ -292,6 +315,23 @@ func codecOf(batches []batch.Batch) int8 {
 // aclProduce: WRITE on each topic, and CREATE on one it would create.
 func aclProduce(c *conn, kr kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
 	req := kr.(*kmsg.ProduceRequest)
+	if id := req.TransactionID; id != nil && *id != "" && !c.authorize(auth.OpWrite, auth.ResTransactionalID, *id) {
+		// As Kafka: a transactional produce needs WRITE on its id, and
+		// every partition is refused without it.
+		resp := req.ResponseKind().(*kmsg.ProduceResponse)
+		for _, rt := range req.Topics {
+			st := kmsg.NewProduceResponseTopic()
+			st.Topic, st.TopicID = rt.Topic, rt.TopicID
+			for _, p := range rt.Partitions {
+				sp := kmsg.NewProduceResponseTopicPartition()
+				sp.Partition, sp.ErrorCode = p.Partition, kerr.TransactionalIDAuthorizationFailed.Code
+				sp.BaseOffset, sp.LogAppendTime, sp.LogStartOffset = -1, -1, -1
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil
+	}
 	var out []refused[kmsg.ProduceRequestTopic]
 	req.Topics, out = sift(req.Topics, func(t *kmsg.ProduceRequestTopic) int16 {
 		name := t.Topic

@@ -53,6 +53,12 @@ type Options struct {
 	AdvertisedPort int32
 	// NodeID is this broker's id. Default 0.
 	NodeID int32
+	// VerifyTxn, when set, checks a transactional batch against the
+	// transaction coordinator before it opens a transaction in a
+	// partition (the first batch of the producer's transaction there);
+	// its error is the partition's answer. nil: the engine's transaction
+	// coordinator decides.
+	VerifyTxn func(ctx context.Context, txnID string, pid int64, epoch int16, topic string, partition int32) error
 	// MaxInFlight bounds the requests one connection may have in flight:
 	// beyond it korvet stops reading from that connection. Default 64.
 	MaxInFlight int

@@ -27,9 +27,11 @@ type Decoder struct {
 	hasTS      bool
 	hasKey     bool
 	hasValue   bool // __value seen
-	members    int  // flattened members seen
-	valStart   int  // start of this entry's rebuilt value in values
-	hdrStart   int  // start of this entry's headers in headers
+	txn        record.Txn
+	hasTxn     bool
+	members    int // flattened members seen
+	valStart   int // start of this entry's rebuilt value in values
+	hdrStart   int // start of this entry's headers in headers
 }
 
 // Reset releases every record returned so far and reuses the arenas.
@@ -45,6 +47,7 @@ func (d *Decoder) Begin() {
 	d.err = nil
 	d.ts, d.key, d.value = 0, nil, nil
 	d.hasTS, d.hasKey, d.hasValue = false, false, false
+	d.txn, d.hasTxn = record.Txn{ProducerID: -1}, false
 	d.members = 0
 	d.valStart = len(d.values)
 	d.hdrStart = len(d.headers)
@@ -76,6 +79,23 @@ func (d *Decoder) Field(name, value []byte) {
 			return
 		}
 		d.ts, d.hasTS = ts, true
+	case string(name) == fieldTxn:
+		if d.hasTxn {
+			d.err = fmt.Errorf("%w: duplicate field %s", ErrMalformed, fieldTxn)
+			return
+		}
+		pid, epoch, ok := parseTxn(value)
+		if !ok {
+			d.err = fmt.Errorf("%w: field %s: bad producer %q", ErrMalformed, fieldTxn, value)
+			return
+		}
+		d.txn.ProducerID, d.txn.Epoch, d.hasTxn = pid, epoch, true
+	case string(name) == fieldCtl:
+		if d.txn.Control || len(value) != 0 {
+			d.err = fmt.Errorf("%w: field %s repeated or not empty", ErrMalformed, fieldCtl)
+			return
+		}
+		d.txn.Control = true
 	case string(name) == fieldKey:
 		if d.hasKey {
 			d.err = fmt.Errorf("%w: duplicate field %s", ErrMalformed, fieldKey)
@@ -122,8 +142,17 @@ func (d *Decoder) member(name, value []byte) {
 // last; Offset is left alone. Slices in rec are capped so that appending to
 // them cannot overwrite another record's data.
 func (d *Decoder) Finish(rec *record.Record) error {
+	return d.FinishTxn(rec, nil)
+}
+
+// FinishTxn is Finish that also reports, when txn is not nil, the entry's
+// transaction: ProducerID -1 for a record of no transaction.
+func (d *Decoder) FinishTxn(rec *record.Record, txn *record.Txn) error {
 	if d.err == nil && !d.hasTS {
 		d.err = fmt.Errorf("%w: missing field %s", ErrMalformed, fieldTS)
+	}
+	if d.err == nil && d.txn.Control && (!d.hasTxn || !d.hasKey || !d.hasValue) {
+		d.err = fmt.Errorf("%w: control entry needs %s, %s and %s", ErrMalformed, fieldTxn, fieldKey, fieldValue)
 	}
 	if d.err != nil {
 		// Drop this entry's partial data; earlier records stay intact.
@@ -146,8 +175,31 @@ func (d *Decoder) Finish(rec *record.Record) error {
 	if n := len(d.headers); n > d.hdrStart {
 		rec.Headers = d.headers[d.hdrStart:n:n]
 	}
+	if txn != nil {
+		*txn = record.Txn{ProducerID: -1}
+		if d.hasTxn {
+			*txn = d.txn
+		}
+	}
 	d.Begin() // a second Finish must not append the closing brace again
 	return nil
+}
+
+// parseTxn parses "<producer id>.<producer epoch>", both non-negative.
+func parseTxn(b []byte) (int64, int16, bool) {
+	i := 0
+	for i < len(b) && b[i] != '.' {
+		i++
+	}
+	if i == len(b) || i == 0 || b[0] == '-' || i+1 == len(b) || b[i+1] == '-' {
+		return 0, 0, false
+	}
+	pid, ok1 := parseInt(b[:i])
+	ep, ok2 := parseInt(b[i+1:])
+	if !ok1 || !ok2 || ep > 1<<15-1 {
+		return 0, 0, false
+	}
+	return pid, int16(ep), true
 }
 
 func hasPrefix(b []byte, p string) bool {

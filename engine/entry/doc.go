@@ -6,6 +6,9 @@
 // An entry holds these fields, in this order:
 //
 //  1. __ts: the record timestamp in decimal milliseconds (may be negative).
+//     Then, for a record of a transactional batch or a control record
+//     only: __txn, "<producer id>.<producer epoch>" in decimal; and for a
+//     control record only: __ctl, empty.
 //  2. __key: the key bytes. Absent when the key is null, present and empty
 //     when the key is empty.
 //  3. One field per header, in order, duplicates kept: __header.{name}
@@ -32,6 +35,13 @@
 // "__", and an entry with no such field and no __value is a tombstone.
 // Flattening lets Redis-side tooling see JSON documents as ordinary stream
 // fields; everything else is stored opaquely.
+//
+// A control record is a transaction's commit or abort marker, written by
+// the broker at its own offset with entry ID "<offset>-1": __ts (when it
+// was written), __txn, __ctl, __key holding Kafka's control record key
+// (int16 version 0, int16 type: 0 abort, 1 commit) and __value holding its
+// value (int16 version 0, int32 coordinator epoch), never flattened.
+// Entries without __txn belong to no transaction.
 //
 // Header names are Kafka strings and never null: a header decodes with a
 // non-nil (possibly empty) name.

@@ -11,6 +11,8 @@ const (
 	fieldTS         = "__ts"
 	fieldKey        = "__key"
 	fieldValue      = "__value"
+	fieldTxn        = "__txn"
+	fieldCtl        = "__ctl"
 	prefixHeader    = "__header."
 	prefixNullValue = "__hnull."
 )
@@ -34,6 +36,8 @@ type Writer interface {
 // safe for concurrent use.
 type Encoder struct {
 	rec     *record.Record
+	txn     []byte // the __txn value, nil for a record of no transaction
+	control bool
 	flat    bool
 	f       flattener
 	scratch []byte // the timestamp and the header field names of one Append
@@ -43,8 +47,23 @@ type Encoder struct {
 // write, which the caller needs to size the XADD command. r must not change
 // until Append has run.
 func (e *Encoder) Prepare(r *record.Record) int {
+	return e.PrepareTxn(r, nil, false)
+}
+
+// PrepareTxn is Prepare for a record of a transactional batch (txn is its
+// "<producer id>.<producer epoch>", see AppendTxn) or, with control, a
+// transaction marker: __txn follows __ts, then __ctl, and a control
+// record's value is always stored whole in __value. txn nil is Prepare.
+func (e *Encoder) PrepareTxn(r *record.Record, txn []byte, control bool) int {
 	e.rec = r
+	e.txn, e.control = txn, control && txn != nil
 	pairs := 1 + len(r.Headers)
+	if txn != nil {
+		pairs++
+	}
+	if e.control {
+		pairs++
+	}
 	if r.Key != nil {
 		pairs++
 	}
@@ -57,7 +76,7 @@ func (e *Encoder) Prepare(r *record.Record) int {
 	if cap(e.scratch) < need {
 		e.scratch = make([]byte, 0, need)
 	}
-	e.flat = r.Value != nil && e.f.analyse(r.Value)
+	e.flat = r.Value != nil && !e.control && e.f.analyse(r.Value)
 	switch {
 	case e.flat:
 		pairs += len(e.f.members)
@@ -74,12 +93,21 @@ func (e *Encoder) Append(w Writer) {
 	if r == nil {
 		panic("entry: Append without Prepare")
 	}
-	e.rec = nil // do not pin the caller's buffers
+	txn := e.txn
+	e.rec, e.txn = nil, nil // do not pin the caller's buffers
 
 	s := e.scratch[:0]
 	s = strconv.AppendInt(s, r.Timestamp, 10)
 	w.String(fieldTS)
 	w.Bulk(s)
+	if txn != nil {
+		w.String(fieldTxn)
+		w.Bulk(txn)
+		if e.control {
+			w.String(fieldCtl)
+			w.String("")
+		}
+	}
 	if r.Key != nil {
 		w.String(fieldKey)
 		w.Bulk(r.Key)
@@ -133,6 +161,24 @@ func EncodedSize(r *record.Record) int {
 	}
 	if r.Value != nil {
 		n += len(fieldValue) + len(r.Value) + 2*elementOverhead
+	}
+	return n
+}
+
+// AppendTxn appends the __txn value of a producer's transactional records,
+// "<producer id>.<producer epoch>" in decimal, to dst.
+func AppendTxn(dst []byte, producerID int64, epoch int16) []byte {
+	dst = strconv.AppendInt(dst, producerID, 10)
+	dst = append(dst, '.')
+	return strconv.AppendInt(dst, int64(epoch), 10)
+}
+
+// TxnEncodedSize is what the __txn field (and __ctl for a control record)
+// adds to EncodedSize.
+func TxnEncodedSize(control bool) int {
+	n := len(fieldTxn) + 26 + 2*elementOverhead
+	if control {
+		n += len(fieldCtl) + 2*elementOverhead
 	}
 	return n
 }

@@ -11,12 +11,14 @@ import (
 
 // Bits of FuzzRoundTrip's nullFlags.
 const (
-	nullKey     = 1 << iota // key is null
-	nullValue               // value is null (tombstone)
-	nullHdrVal              // header value is null
-	noHeaders               // record has no headers
-	twoHeaders              // header appears twice, second with a null value
-	jsonWrapped             // value becomes {"f":value,"g":1}, to reach the flattener more often
+	nullKey       = 1 << iota // key is null
+	nullValue                 // value is null (tombstone)
+	nullHdrVal                // header value is null
+	noHeaders                 // record has no headers
+	twoHeaders                // header appears twice, second with a null value
+	jsonWrapped               // value becomes {"f":value,"g":1}, to reach the flattener more often
+	transactional             // record of a transactional batch (producer from ts)
+	control                   // control record (with transactional; key and value not null)
 )
 
 func FuzzRoundTrip(f *testing.F) {
@@ -25,6 +27,8 @@ func FuzzRoundTrip(f *testing.F) {
 	f.Add([]byte(nil), []byte("\x00\xff"), []byte("__header.x"), []byte(nil), byte(nullKey|nullHdrVal|twoHeaders), int64(-1<<63))
 	f.Add([]byte("k"), []byte("1"), []byte("h"), []byte("v"), byte(jsonWrapped), int64(0))
 	f.Add([]byte("k"), []byte(nil), []byte("h"), []byte("v"), byte(nullValue), int64(1<<63-1))
+	f.Add([]byte("k"), []byte(`{"a":1}`), []byte("h"), []byte("v"), byte(transactional), int64(42))
+	f.Add([]byte{0, 0, 0, 1}, []byte{0, 0, 0, 0, 0, 5}, []byte("h"), []byte("v"), byte(transactional|control|noHeaders), int64(7))
 	var e Encoder
 	var d Decoder
 	f.Fuzz(func(t *testing.T, key, value, hdrName, hdrVal []byte, nullFlags byte, ts int64) {
@@ -61,7 +65,25 @@ func FuzzRoundTrip(f *testing.F) {
 				r.Headers = append(r.Headers, record.Header{Key: hdrName})
 			}
 		}
-		fields := encode(t, &e, &r)
+		want := record.Txn{ProducerID: -1}
+		var fields [][]byte
+		if nullFlags&transactional != 0 {
+			want = record.Txn{ProducerID: ts & (1<<62 - 1), Epoch: int16(len(key) & 0x7fff), Control: nullFlags&control != 0}
+			if want.Control {
+				r.Key, r.Value = key, value
+			}
+			var c capture
+			pairs := e.PrepareTxn(&r, AppendTxn(nil, want.ProducerID, want.Epoch), want.Control)
+			e.Append(&c)
+			if len(c.fields) != 2*pairs {
+				t.Fatalf("PrepareTxn said %d pairs, Append wrote %d fields", pairs, len(c.fields))
+			}
+			for _, f := range c.fields {
+				fields = append(fields, append([]byte{}, f...))
+			}
+		} else {
+			fields = encode(t, &e, &r)
+		}
 		members, hasValue := 0, false
 		for i := 0; i < len(fields); i += 2 {
 			name := fields[i]
@@ -80,8 +102,16 @@ func FuzzRoundTrip(f *testing.F) {
 		}
 		d.Reset()
 		var back record.Record
-		if err := decode(&d, fields, &back); err != nil {
+		var txn record.Txn
+		d.Begin()
+		for i := 0; i+1 < len(fields); i += 2 {
+			d.Field(fields[i], fields[i+1])
+		}
+		if err := d.FinishTxn(&back, &txn); err != nil {
 			t.Fatalf("decode %q: %v", fields, err)
+		}
+		if txn != want {
+			t.Fatalf("transaction of %q: %+v, want %+v", fields, txn, want)
 		}
 		if err := sameRecord(&r, &back); err != nil {
 			t.Fatalf("round trip of %q: %v", fields, err)

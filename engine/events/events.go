@@ -47,6 +47,12 @@ const (
 	// offsets (completed a transaction's offsets); the coordinator
 	// rereads them. Fields: "group".
 	GroupOffsets = "groupoffsets"
+	// Txn: a transaction coordinator asks a partition's leader to write
+	// a transaction's marker. Fields: "topic", "partition", "id" (the
+	// transactional id), "pid", "epoch", "result" (commit, abort). The
+	// leader decides from the coordinator's state in Redis, not from
+	// result, so a late or repeated event cannot end a later transaction.
+	Txn = "txn"
 	// Resync is local only: events may have been missed (the reader lost
 	// its connection or fell behind the trim); reload everything.
 	Resync = "resync"

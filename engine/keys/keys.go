@@ -73,7 +73,8 @@ func (s Space) Cluster() string { return s.meta() + "cluster" }
 
 // Partition is a hash with a partition's counters: next offset, log start
 // offset, bytes appended, max timestamp, the open segment's timestamps,
-// and one "pid:{id}" field per idempotent producer.
+// one "pid:{id}" field per idempotent producer and one "txn:{pid}" field
+// per open transaction ("<epoch>,<first offset>,<transactional id>").
 func (s Space) Partition(topic string, partition int32) string {
 	return s.prefix + ":meta:partition:" + s.part(topic, partition)
 }

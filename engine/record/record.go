@@ -33,3 +33,11 @@ func (r *Record) Size() int {
 	}
 	return n
 }
+
+// Txn marks a record of a transactional batch, or a control record (a
+// transaction's commit or abort marker). ProducerID -1: neither.
+type Txn struct {
+	ProducerID int64
+	Epoch      int16
+	Control    bool
+}
