@@ -91,7 +91,11 @@ func txnRec(key, value string, hdr string) record.Record {
 // ones, read_uncommitted sees them all, and so does kcat under each
 // isolation level; markers come as control batches.
 func TestTxnFetchReadCommitted(t *testing.T) {
-	b := startBroker(t, engine.Options{AutoCreateTopics: true, TxnResolveInterval: time.Hour})
+	// The batches are produced without a transaction coordinator's
+	// say-so (no InitProducerId or AddPartitionsToTxn): what is tested
+	// is the log and the fetch side.
+	accept := func(context.Context, string, int64, int16, string, int32) error { return nil }
+	b := startBrokerWith(t, engine.Options{AutoCreateTopics: true, TxnResolveInterval: time.Hour}, kafkawire.Options{VerifyTxn: accept})
 	ctx := ctxT(t, 90*time.Second)
 	const topic = "txw"
 	if _, err := b.admin().CreateTopic(ctx, 1, 1, nil, topic); err != nil {
