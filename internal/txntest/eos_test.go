@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -103,9 +102,10 @@ func (w *eosWorker) session() error {
 			return fmt.Errorf("begin: %w", err)
 		}
 		fs.EachRecord(func(r *kgo.Record) {
-			// Same partition number in the output: the check can then
-			// tell each input record's output by key.
-			s.Produce(context.Background(), &kgo.Record{Partition: r.Partition, Key: slices.Clone(r.Key), Value: append([]byte("out-"), r.Value...)}, nil)
+			// The output names its input record: the check matches
+			// every input offset to exactly one committed output.
+			s.Produce(context.Background(), &kgo.Record{Partition: r.Partition, Key: slices.Clone(r.Key),
+				Value: fmt.Appendf(nil, "%d/%d/%s", r.Partition, r.Offset, r.Value)}, nil)
 		})
 		ctx, cancel = context.WithTimeout(context.Background(), time.Minute)
 		committed, err := s.End(ctx, kgo.TryCommit)
@@ -128,18 +128,20 @@ func (w *eosWorker) close() {
 }
 
 // TestExactlyOncePipeline: two GroupTransactSession workers copy an input
-// topic to an output topic, one transaction per poll, while korvet is
-// SIGKILLed three times mid-transaction. The committed output holds every
-// input record exactly once, byte for byte; a read_committed consumer
-// never sees a record of an aborted transaction (the output read
-// uncommitted may hold such records: what was written before a crash).
+// topic, written to all along, to an output topic, one transaction per
+// poll, while korvet is SIGKILLed three times mid-transaction. The
+// committed output holds every input record exactly once, byte for byte
+// (each output names the input partition and offset it came from); a
+// read_committed consumer never sees a record of an aborted transaction
+// (the output read uncommitted may hold such records: what was written
+// before a crash).
 func TestExactlyOncePipeline(t *testing.T) {
 	b := startBroker(t, "")
-	const in, out, group, n = "eos-in", "eos-out", "eos", 6000
+	const in, out, group = "eos-in", "eos-out", "eos"
 	b.createTopic(t, in, 3, nil)
 	b.createTopic(t, out, 3, nil)
 	seeds := []string{b.KafkaAddr}
-	produceInput(t, seeds, in, n)
+	input := startInput(t, seeds, in)
 
 	workers := []*eosWorker{
 		startWorker(t, seeds, "eos-worker-1", in, out, group),
@@ -157,9 +159,12 @@ func TestExactlyOncePipeline(t *testing.T) {
 		before := commits()
 		testbed.WaitFor(t, 2*time.Minute, fmt.Sprintf("transactions to commit before kill %d", kill), func() bool { return commits() > before+2 })
 		b.Kill()
-		t.Logf("kill %d after %d committed transactions", kill, commits())
+		t.Logf("kill %d after %d committed transactions, %d input records sent", kill, commits(), input.sent.Load())
 		b.Restart(t)
 	}
+	last := commits()
+	testbed.WaitFor(t, 2*time.Minute, "transactions to commit after the last restart", func() bool { return commits() > last+2 })
+	input.stop()
 	// The group has consumed everything once its commits reach the
 	// input's end.
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -186,26 +191,90 @@ func TestExactlyOncePipeline(t *testing.T) {
 		t.Logf("worker %s: %d committed, %d aborted, %d new sessions", w.txnID, w.committed.Load(), w.aborted.Load(), w.restarts.Load())
 	}
 
-	recs := readAll(t, seeds, b.adm, out, true, 2*time.Minute)
-	seen := make(map[int]int, n)
-	for _, r := range recs {
-		i, err := strconv.Atoi(string(r.Key))
-		if err != nil || i < 0 || i >= n {
-			t.Fatalf("output record with key %q", r.Key)
-		}
-		if want := fmt.Sprintf("out-in-%d", i); string(r.Value) != want {
-			t.Fatalf("output key %d: value %q, want %q", i, r.Value, want)
-		}
-		seen[i]++
+	inRecs := readAll(t, seeds, b.adm, in, false, 2*time.Minute)
+	want := make(map[string]string, len(inRecs))
+	for _, r := range inRecs {
+		want[fmt.Sprintf("%d/%d", r.Partition, r.Offset)] = string(r.Value)
 	}
-	for i := range n {
-		if seen[i] != 1 {
-			t.Errorf("input %d is %d times in the committed output", i, seen[i])
+	recs := readAll(t, seeds, b.adm, out, true, 2*time.Minute)
+	seen := make(map[string]int, len(recs))
+	for _, r := range recs {
+		var p, off int
+		var v string
+		if _, err := fmt.Sscanf(string(r.Value), "%d/%d/%s", &p, &off, &v); err != nil {
+			t.Fatalf("output record %q: %v", r.Value, err)
+		}
+		from := fmt.Sprintf("%d/%d", p, off)
+		if w, ok := want[from]; !ok || w != v {
+			t.Fatalf("output %q: input %s is %q (present %v)", r.Value, from, w, ok)
+		}
+		seen[from]++
+	}
+	for from := range want {
+		if seen[from] != 1 {
+			t.Errorf("input record %s is %d times in the committed output", from, seen[from])
 		}
 	}
 	all := readAll(t, seeds, b.adm, out, false, 2*time.Minute)
-	t.Logf("output: %d committed records, %d records in all (the rest aborted)", len(recs), len(all))
+	t.Logf("input: %d records; committed output: %d records; output in all: %d (the rest aborted)", len(want), len(recs), len(all))
 	if len(all) < len(recs) {
 		t.Fatalf("read_uncommitted saw %d records, fewer than the %d committed", len(all), len(recs))
 	}
+}
+
+// inputProducer writes records to a topic in small batches, about 500
+// a second, until stopped, riding out broker kills (a batch that fails is
+// sent again, so the input may hold a record twice: the check goes by
+// offset).
+type inputProducer struct {
+	sent atomic.Int64
+	quit chan struct{}
+	done chan struct{}
+}
+
+func startInput(t *testing.T, seeds []string, topic string) *inputProducer {
+	ip := &inputProducer{quit: make(chan struct{}), done: make(chan struct{})}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic(topic), kgo.RetryTimeout(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ip.stop(); cl.Close() })
+	go func() {
+		defer close(ip.done)
+		// A steady stream, not one burst: the pipeline has work in every
+		// moment a kill can land.
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for i := 0; ; {
+			select {
+			case <-ip.quit:
+				return
+			case <-tick.C:
+			}
+			batch := make([]*kgo.Record, 10)
+			for j := range batch {
+				batch[j] = &kgo.Record{Key: fmt.Appendf(nil, "%d", i+j), Value: fmt.Appendf(nil, "in-%d", i+j)}
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			err := cl.ProduceSync(ctx, batch...).FirstErr()
+			cancel()
+			if err != nil {
+				t.Logf("input batch at %d: %v; sending it again", i, err)
+				continue
+			}
+			i += len(batch)
+			ip.sent.Store(int64(i))
+		}
+	}()
+	return ip
+}
+
+// stop ends the input and waits until its last batch is acknowledged.
+func (ip *inputProducer) stop() {
+	select {
+	case <-ip.quit:
+	default:
+		close(ip.quit)
+	}
+	<-ip.done
 }

@@ -62,24 +62,34 @@ func produceInput(t *testing.T, seeds []string, topic string, n int) {
 	}
 }
 
-// readAll reads topic from the start to its end offsets (the last
-// stable offsets when committed) and returns its records, control
-// records left out: they are kept in the fetch only so that a partition
+// readAll waits until no transaction is open on topic, reads it from the
+// start to its end offsets (read_committed when committed) and returns
+// its records, control records left out: they are kept in the fetch only so that a partition
 // ending in a marker is seen to its end.
 func readAll(t *testing.T, seeds []string, adm *kadm.Client, topic string, committed bool, within time.Duration) []*kgo.Record {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), within)
 	defer cancel()
+	// A transaction's end is answered once decided; its markers follow.
+	// Read once no transaction is open, so that the last stable offsets
+	// are the ends and every committed record is there to see.
 	var ends kadm.ListedOffsets
-	var err error
-	if committed {
-		ends, err = adm.ListCommittedOffsets(ctx, topic)
-	} else {
-		ends, err = adm.ListEndOffsets(ctx, topic)
-	}
-	if err != nil || ends.Error() != nil {
-		t.Fatalf("end offsets of %s: %v %v", topic, err, ends.Error())
-	}
+	testbed.WaitFor(t, within, "no open transaction on "+topic+" (last stable offsets = ends)", func() bool {
+		var err1, err2 error
+		var stable kadm.ListedOffsets
+		ends, err1 = adm.ListEndOffsets(ctx, topic)
+		stable, err2 = adm.ListCommittedOffsets(ctx, topic)
+		if err1 != nil || err2 != nil || ends.Error() != nil || stable.Error() != nil {
+			return false
+		}
+		same := true
+		ends.Each(func(o kadm.ListedOffset) {
+			if s, ok := stable.Lookup(topic, o.Partition); !ok || s.Offset != o.Offset {
+				same = false
+			}
+		})
+		return same
+	})
 	opts := []kgo.Opt{kgo.SeedBrokers(seeds...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.KeepControlRecords()}
 	if committed {
 		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))

@@ -80,6 +80,18 @@ func TestTransactionsAcrossTiers(t *testing.T) {
 			}
 		}
 	}
+	if len(committedBefore) != 16*6+24 {
+		got := map[string]bool{}
+		for _, r := range committedBefore {
+			got[r.Key] = true
+		}
+		for _, r := range allBefore {
+			var n, i int
+			if _, err := fmt.Sscanf(r.Key, "t%d-%d", &n, &i); (err != nil || n%3 != 0) && !got[r.Key] {
+				t.Errorf("read_committed misses %s at offset %d", r.Key, r.Offset)
+			}
+		}
+	}
 	if aborted != 8*6 || len(committedBefore) != 16*6+24 {
 		t.Fatalf("before archiving: %d committed-visible records, %d aborted in all; want %d and %d", len(committedBefore), aborted, 16*6+24, 8*6)
 	}
