@@ -9,13 +9,11 @@
 #   scripts/conformance.sh [RUN_REGEX]
 #
 # RUN_REGEX is go test's -run pattern; the default selects the group,
-# consumer, KIP-848 and share group tests (kgo runs its 848 and share paths
-# because korvet advertises ConsumerGroupHeartbeat v1, ShareFetch v2 and
-# ShareAcknowledge v2). `SKIP_RUN=TestTxn scripts/conformance.sh .` runs
-# all the others. Known failure outside the default: TestTxnEtl (korvet
-# refuses transactional ids until transactions land). Environment:
-#   SKIP_RUN          go test -skip pattern, e.g. 'TestTxn' (their consumers
-#                     wait for records that never come, until the timeout)
+# consumer, KIP-848, share group and transaction tests (kgo runs its 848
+# and share paths because korvet advertises ConsumerGroupHeartbeat v1,
+# ShareFetch v2 and ShareAcknowledge v2; TestTxnEtl chains transactional
+# consume-transform-produce stages under every balancer). Environment:
+#   SKIP_RUN          go test -skip pattern, e.g. 'TestShareGroup'
 #   KGO_TEST_RECORDS  records per ETL test (default 20000)
 #   TEST_TIMEOUT      go test -timeout (default 900s)
 #   KORVET_BIN        use this korvet binary instead of building one
@@ -32,7 +30,7 @@ set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
-DEFAULT_RUN='^(TestGroupETL|TestGroupSimple|TestUnknownGroupOffsetFetchPinned|TestIssue325|TestConsumeTopicRetrieval|TestConsumeTopicRetrieval_Many|TestIssue337|TestDirectPartitionPurge|TestIssue434|TestAddRemovePartitions|TestPauseIssue489|TestPauseIssueOct2023|TestIssue523|TestIssue648|TestIssue810|TestIssue865|TestHookPollStart|TestPollWaitStateNoUnderflow|TestLookbackMilli|TestIssueFetchLargerThanBrokerMaxReadBytes|TestPing|TestIssue1034|TestPooling|TestConsumeRegex|TestConsumeMaxDecompressBatchBytes|TestClient_Produce|TestClient_ProduceLargeMessages|Test848RegexBrokerResolves|TestShareGroup|TestShareGroupETL|TestShareGroupOffsetsAdmin|TestShareGroupAckOnClose|TestConsumeRegexShareSkipsInternal)$'
+DEFAULT_RUN='^(TestGroupETL|TestGroupSimple|TestUnknownGroupOffsetFetchPinned|TestIssue325|TestConsumeTopicRetrieval|TestConsumeTopicRetrieval_Many|TestIssue337|TestDirectPartitionPurge|TestIssue434|TestAddRemovePartitions|TestPauseIssue489|TestPauseIssueOct2023|TestIssue523|TestIssue648|TestIssue810|TestIssue865|TestHookPollStart|TestPollWaitStateNoUnderflow|TestLookbackMilli|TestIssueFetchLargerThanBrokerMaxReadBytes|TestPing|TestIssue1034|TestPooling|TestConsumeRegex|TestConsumeMaxDecompressBatchBytes|TestClient_Produce|TestClient_ProduceLargeMessages|Test848RegexBrokerResolves|TestShareGroup|TestShareGroupETL|TestShareGroupOffsetsAdmin|TestShareGroupAckOnClose|TestConsumeRegexShareSkipsInternal|TestTxnEtl)$'
 RUN=${1:-$DEFAULT_RUN}
 
 # The helpers live here rather than in a shared file so that this script
