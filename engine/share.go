@@ -451,11 +451,13 @@ type AcquiredRange struct {
 	DeliveryCount int16
 }
 
-// ShareRecords are records acquired for a member: Records and Codecs as in
-// ReadResult, and the acquired ranges. Call Release when done.
+// ShareRecords are records acquired for a member: Records, Codecs and
+// Txns as in ReadResult (so that markers go out as control batches), and
+// the acquired ranges. Call Release when done.
 type ShareRecords struct {
 	Records []record.Record
 	Codecs  []int8
+	Txns    []record.Txn
 	Ranges  []AcquiredRange
 	results []*ReadResult
 }
@@ -570,6 +572,7 @@ func (e *Engine) ShareAcquire(ctx context.Context, group, member string, p *Part
 		}
 		out.Records = append(out.Records, res.Records...)
 		out.Codecs = append(out.Codecs, res.Codecs...)
+		out.Txns = appendTxns(out.Txns, res.Txns, len(res.Records))
 		exhausted, _ := parts[2].Int()
 		pending, _ := parts[3].Int()
 		if prefixDone && sealed && exhausted == 1 && pending == 0 {
@@ -587,16 +590,36 @@ func (e *Engine) ShareAcquire(ctx context.Context, group, member string, p *Part
 	slices.SortFunc(got, func(a, b acq) int { return int(a.off - b.off) })
 	recs := make([]record.Record, len(got))
 	codecs := make([]int8, len(got))
+	var txns []record.Txn
+	transactional := slices.ContainsFunc(out.Txns, func(t record.Txn) bool { return t.ProducerID >= 0 })
+	if transactional {
+		txns = make([]record.Txn, len(got))
+	}
 	for i, a := range got {
 		recs[i], codecs[i] = out.Records[a.idx], out.Codecs[a.idx]
+		if transactional {
+			txns[i] = out.Txns[a.idx]
+		}
 		if n := len(out.Ranges); n > 0 && out.Ranges[n-1].Last == a.off-1 && out.Ranges[n-1].DeliveryCount == a.count {
 			out.Ranges[n-1].Last = a.off
 			continue
 		}
 		out.Ranges = append(out.Ranges, AcquiredRange{a.off, a.off, a.count})
 	}
-	out.Records, out.Codecs = recs, codecs
+	out.Records, out.Codecs, out.Txns = recs, codecs, txns
 	return out, nil
+}
+
+// appendTxns appends n records' transaction marks to dst: src when it is
+// not empty, else n records of no transaction.
+func appendTxns(dst, src []record.Txn, n int) []record.Txn {
+	if len(src) > 0 {
+		return append(dst, src[:n]...)
+	}
+	for range n {
+		dst = append(dst, record.Txn{ProducerID: -1})
+	}
+	return dst
 }
 
 // decodeEntries decodes an XRANGE-style reply (entries of ID and fields)

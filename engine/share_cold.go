@@ -143,7 +143,7 @@ func (e *Engine) shareAcquireCold(ctx context.Context, group, member string, p *
 			remaining++
 			continue
 		}
-		recs, _, err := p.readCold(ctx, sg, off, 1)
+		recs, txns, err := p.readCold(ctx, sg, off, 1)
 		if err != nil {
 			return nil, false, fmt.Errorf("share acquire cold %s/%d at %d: %w", p.t.name, p.id, off, err)
 		}
@@ -156,11 +156,12 @@ func (e *Engine) shareAcquireCold(ctx context.Context, group, member string, p *
 		got = append(got, coldAcq{off, int16(rec.count), len(out.Records)})
 		out.Records = append(out.Records, recs[0])
 		out.Codecs = append(out.Codecs, 0)
+		out.Txns = appendTxns(out.Txns, txns, 1)
 		redelivered++
 		remaining++
 	}
 	for st.next <= sg.Last && len(got) < n && remaining < e.opts.Share.MaxPartitionLocks {
-		recs, _, err := p.readCold(ctx, sg, st.next, 1<<20)
+		recs, txns, err := p.readCold(ctx, sg, st.next, 1<<20)
 		if err != nil {
 			return nil, false, fmt.Errorf("share acquire cold %s/%d at %d: %w", p.t.name, p.id, st.next, err)
 		}
@@ -168,7 +169,7 @@ func (e *Engine) shareAcquireCold(ctx context.Context, group, member string, p *
 			st.next = sg.Last + 1
 			break
 		}
-		for _, r := range recs {
+		for i, r := range recs {
 			if r.Offset < st.next || r.Offset > sg.Last {
 				continue
 			}
@@ -180,6 +181,11 @@ func (e *Engine) shareAcquireCold(ctx context.Context, group, member string, p *
 			got = append(got, coldAcq{r.Offset, 1, len(out.Records)})
 			out.Records = append(out.Records, r)
 			out.Codecs = append(out.Codecs, 0)
+			if len(txns) > 0 {
+				out.Txns = append(out.Txns, txns[i])
+			} else {
+				out.Txns = appendTxns(out.Txns, nil, 1)
+			}
 			st.next = r.Offset + 1
 			remaining++
 		}
