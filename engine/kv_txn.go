@@ -24,20 +24,26 @@ type abortedSet struct {
 	byPid map[int64][]abortedTxn
 }
 
-// stableView returns the partition's LSO and its aborted transactions
+// stableView returns kvTarget and the partition's aborted transactions
 // whose marker is at or after from, read under one lock: every transaction
-// that ended below that LSO and was aborted is in the set.
+// that ended below that target and was aborted is in the set.
 func (p *Partition) stableView(from int64) (int64, *abortedSet) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	i, _ := slices.BinarySearchFunc(p.aborted, from, func(a abortedTxn, off int64) int { return cmp.Compare(a.marker, off) })
 	// p.aborted is only appended to or replaced, never changed in place,
 	// so the slice stays valid after the lock.
-	return p.lastStableLocked(), &abortedSet{list: p.aborted[i:len(p.aborted):len(p.aborted)]}
+	return max(p.lastStableLocked(), p.start.Load()), &abortedSet{list: p.aborted[i:len(p.aborted):len(p.aborted)]}
 }
 
-// kvTarget is the offset the index may apply the partition up to: its LSO.
-func (p *Partition) kvTarget() int64 { return p.LastStable() }
+// kvTarget is the offset the index may apply the partition up to: its
+// LSO, or the log start when records were deleted past it (nothing below
+// is readable, and what comes after still waits).
+func (p *Partition) kvTarget() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return max(p.lastStableLocked(), p.start.Load())
+}
 
 // aborted reports whether the record of producer pid at off belongs to an
 // aborted transaction. A producer's transactions in a partition do not

@@ -173,6 +173,41 @@ func TestKVTransactions(t *testing.T) {
 	verifyEqualsRebuild(t, n)
 }
 
+// Records deleted past an open transaction's first offset (DeleteRecords
+// up to the high watermark): the index moves to the new log start and no
+// further, and the transaction's later records still wait for its end.
+func TestKVTransactionDeletedBelow(t *testing.T) {
+	r := testbed.StartRedis(t)
+	n := startKV(t, r, t.TempDir(), engine.Options{})
+	ctx := context.Background()
+	tp, err := n.e.CreateTopic(ctx, "kd", 1, map[string]string{"korvet.index.enable": "true"}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := tp.Partition(0)
+	w := newTxnWriter(t, n.rc)
+	w.begin(3)
+	put(t, p, kvRec("k", "v0"))   // 0
+	w.put(p, 3, kvRec("k", "v1")) // 1
+	put(t, p, kvRec("m", "1"))    // 2
+	if _, err := p.DeleteRecords(ctx, 3); err != nil {
+		t.Fatal(err)
+	}
+	w.put(p, 3, kvRec("k", "v2")) // 3
+	put(t, p, kvRec("m", "2"))    // 4
+	testbed.WaitFor(t, 10*time.Second, "the index at the new log start", func() bool {
+		s := kvPartStats(t, n.e, "kd")
+		return s.Checkpoint == 3 && s.Ready
+	})
+	kvIs(t, n.e, "kd", "m", tomb)
+	w.end(p, 3, true) // 5
+	kvIs(t, n.e, "kd", "m", "2")
+	kvIs(t, n.e, "kd", "k", "v2")
+	n.restart()
+	n.waitReady()
+	kvIs(t, n.e, "kd", "k", "v2")
+}
+
 // A broker that follows the partition (the tail and its catch-up) shows
 // the same: a committed value once its marker is in, never an aborted one.
 func TestKVTransactionsAcrossEngines(t *testing.T) {
