@@ -93,8 +93,8 @@ type fillChunk struct {
 
 // fill applies the partition's log from its checkpoint up to limit (the
 // last stable offset when limit < 0, following it until caught up; never
-// past it, see kv_txn.go). Reads run
-// one chunk ahead of the applier, so Redis and Pebble work in parallel.
+// past it, see kv_txn.go). Reads run one chunk ahead of the applier, so
+// Redis and Pebble work in parallel.
 func (kv *kvIndex) fill(ctx context.Context, kp *kvPart, limit int64, progress *atomic.Int64) error {
 	p := kp.p
 	ctx, cancel := context.WithCancel(ctx)
