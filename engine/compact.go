@@ -22,7 +22,16 @@ import (
 // step over them.
 //
 // Only records below the partition's checkpoint are considered, so a
-// "newer record" is always committed and indexed. A concurrent append can
+// "newer record" is always committed and indexed; the checkpoint never
+// passes the last stable offset (kv_txn.go), so nothing of an open
+// transaction, nor anything after its first record, is touched. Records
+// of aborted transactions are removed (after min.compaction.lag.ms, like
+// superseded ones): the index never points at them, so they are never a
+// key's latest and an aborted overwrite cannot cost the committed value
+// before it. Control records (commit and abort markers) are kept: they
+// are small, and a reader of the log needs a transaction's marker while
+// any of its records remains (Kafka drops a marker delete.retention.ms
+// after its transaction's last record went; korvet does not yet). A concurrent append can
 // only make a record more superseded, never less, so no lock is held while
 // deleting; only removing a tombstone's pointer takes the partition's
 // index lock, to check that no newer record of the key came in meanwhile.
@@ -247,6 +256,7 @@ func (kv *kvIndex) compactPartition(ctx context.Context, kp *kvPart, force bool)
 	}
 
 	from := p.LogStart()
+	_, ab := p.stableView(from)
 	for from < end {
 		rr, err := p.Read(ctx, from, 4<<20)
 		if errors.Is(err, ErrOffsetOutOfRange) && from < p.LogStart() {
@@ -270,6 +280,19 @@ func (kv *kvIndex) compactPartition(ctx context.Context, kp *kvPart, force bool)
 				id.codec, id.known = rr.Codecs[i], true
 			}
 			res.Scanned++
+			if i < len(rr.Txns) && rr.Txns[i].Control {
+				res.Live++ // a marker: kept (see above)
+				continue
+			}
+			if i < len(rr.Txns) && ab.aborted(rr.Txns[i].ProducerID, r.Offset) && r.Offset != last {
+				if r.Timestamp <= lagCut {
+					dels = append(dels, id)
+					continue
+				}
+				retry(r.Timestamp + s.minLag)
+				res.Live++
+				continue
+			}
 			if r.Key == nil {
 				res.Live++
 				continue

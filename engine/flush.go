@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/korvet/korvet/engine/entry"
-	"github.com/korvet/korvet/engine/record"
 	"github.com/korvet/korvet/resp"
 )
 
@@ -353,11 +352,16 @@ func (p *Partition) index(committed []*Pending, next int64) {
 	if live == nil || len(committed) == 0 {
 		return
 	}
-	batches := make([][]record.Record, 0, len(committed))
+	batches := make([]kvBatch, 0, len(committed))
 	for _, op := range committed {
-		if op.marker == nil { // control records are no key's value
-			batches = append(batches, op.recs)
+		if op.marker != nil {
+			continue // control records are no key's value
 		}
+		b := kvBatch{recs: op.recs, pid: -1}
+		if op.prod.Transactional {
+			b.pid = op.prod.ID
+		}
+		batches = append(batches, b)
 	}
 	live.onCommit(p, batches, next)
 }

@@ -18,10 +18,11 @@ import (
 // carries the key. The commit path feeds the index before producers are
 // acknowledged (read-your-writes, kv_apply.go) and, after a restart or a
 // gap, a catch-up reads the log from each partition's checkpoint
-// (kv_catchup.go).
+// (kv_catchup.go). Every path applies the log up to the last stable offset
+// only, as a read_committed consumer reads it (kv_txn.go).
 //
 // The files by job: kv_open.go (open, close, the topics' indexing state),
-// kv_apply.go (the commit path), kv_catchup.go and kv_readkeys.go
+// kv_apply.go (the commit path), kv_txn.go (transactions), kv_catchup.go and kv_readkeys.go
 // (catching up from the log), kv_get.go (reads), kv_stats.go and
 // kv_count.go (figures), kv_rebuild.go, kv_rebuild_online.go and
 // kv_verify.go (loading an index from the log, swapping it in, checking

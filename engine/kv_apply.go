@@ -7,14 +7,25 @@ import (
 	"github.com/korvet/korvet/engine/record"
 )
 
-// onCommit indexes a committed transaction before its producers hear back
-// (the flush loop calls it, see Partition.index): batches are its records
-// in offset order, Offset set, valid only during the call; next is the
-// partition's new high watermark. When the partition is behind (a restart, a failed append whose outcome
-// was unknown) it leaves the records to the catch-up, which reads them
-// from the log.
-func (kv *kvIndex) onCommit(p *Partition, batches [][]record.Record, next int64) {
-	if !p.t.indexed() || len(batches) == 0 || len(batches[0]) == 0 {
+// kvBatch is one committed batch for onCommit: its records, and its
+// producer when the batch is transactional (else -1).
+type kvBatch struct {
+	recs []record.Record
+	pid  int64
+}
+
+// onCommit indexes a committed round before its producers hear back (the
+// flush loop calls it, see Partition.index, after the partition's state
+// took the round): batches are its records in offset order, Offset set,
+// valid only during the call; next is the partition's new high watermark.
+// It applies up to the last stable offset only (kv_txn.go): a round behind
+// an open transaction waits for its marker, and the records of a
+// transaction that ends in a later round are read back from the log by the
+// catch-up then. When the partition is behind (a restart, a failed append
+// whose outcome was unknown, a transaction just ended) it leaves the
+// records to the catch-up, which reads them from the log.
+func (kv *kvIndex) onCommit(p *Partition, batches []kvBatch, next int64) {
+	if !p.t.indexed() {
 		return
 	}
 	kt, err := kv.topic(p.t)
@@ -35,33 +46,48 @@ func (kv *kvIndex) onCommit(p *Partition, batches [][]record.Record, next int64)
 	}
 	kp.mu.Lock()
 	defer kp.mu.Unlock()
-	base := batches[0][0].Offset
-	if base > kp.applied {
+	lso, ab := p.stableView(kp.applied)
+	end := min(next, lso)
+	if end <= kp.applied {
+		return // nothing new below the LSO
+	}
+	base := int64(-1)
+	for _, b := range batches {
+		if len(b.recs) > 0 {
+			base = b.recs[0].Offset
+			break
+		}
+	}
+	if base < 0 || base > kp.applied {
+		// Records below the round (a gap, or a transaction that ended in
+		// this round with records in earlier ones) come from the log.
 		kp.setLagging()
 		kv.nudge()
-		return
-	}
-	if next <= kp.applied {
 		return
 	}
 	b := kv.ix.NewBatch()
 	defer b.Close()
 	compacted := p.t.Compacted()
-	for _, recs := range batches {
-		for i := range recs {
-			if recs[i].Offset >= kp.applied {
-				if err := applyRecord(b, p.t.id, p.id, compacted, &recs[i]); err != nil {
-					kv.applyFailed(kp, err)
-					return
-				}
+	for _, bt := range batches {
+		for i := range bt.recs {
+			r := &bt.recs[i]
+			if r.Offset < kp.applied || r.Offset >= end {
+				continue
+			}
+			if bt.pid >= 0 && ab.aborted(bt.pid, r.Offset) {
+				continue
+			}
+			if err := applyRecord(b, p.t.id, p.id, compacted, r); err != nil {
+				kv.applyFailed(kp, err)
+				return
 			}
 		}
 	}
-	if err := kv.commit(b, kp, next); err != nil {
+	if err := kv.commit(b, kp, end); err != nil {
 		kv.applyFailed(kp, err)
 		return
 	}
-	if kp.applied >= p.HighWatermark() {
+	if kp.applied >= lso {
 		kp.setReady()
 	}
 }

@@ -59,7 +59,7 @@ func BenchmarkReadKeys(b *testing.B) {
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
-		recs, next, release, err := p.readKeys(ctx, 0, keyScanCount)
+		recs, _, next, release, err := p.readKeys(ctx, 0, keyScanCount)
 		if err != nil || len(recs) != keyScanCount || next != keyScanCount {
 			b.Fatalf("%d records, next %d: %v", len(recs), next, err)
 		}

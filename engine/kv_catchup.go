@@ -86,22 +86,24 @@ func (kv *kvIndex) fillAll(ctx context.Context, parts []*kvPart, upto func(*kvPa
 type fillChunk struct {
 	from, next int64
 	recs       []record.Record
+	txns       []record.Txn // parallel to recs; empty when none is transactional
 	release    func()
 	err        error
 }
 
 // fill applies the partition's log from its checkpoint up to limit (the
-// high watermark when limit < 0, following it until caught up). Reads run
-// one chunk ahead of the applier, so Redis and Pebble work in parallel.
+// last stable offset when limit < 0, following it until caught up; never
+// past it, see kv_txn.go). Reads run one chunk ahead of the applier, so
+// Redis and Pebble work in parallel.
 func (kv *kvIndex) fill(ctx context.Context, kp *kvPart, limit int64, progress *atomic.Int64) error {
 	p := kp.p
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	target := func() int64 {
 		if limit >= 0 {
-			return min(limit, p.HighWatermark())
+			return min(limit, p.kvTarget())
 		}
-		return p.HighWatermark()
+		return p.kvTarget()
 	}
 	kv.closeMu.RLock()
 	gen := kv.gen
@@ -203,7 +205,7 @@ func (kv *kvIndex) fill(ctx context.Context, kp *kvPart, limit int64, progress *
 			return err
 		}
 	}
-	if limit < 0 && kp.applied >= p.HighWatermark() {
+	if limit < 0 && kp.applied >= p.kvTarget() {
 		kp.setReady()
 	} else if limit < 0 {
 		kv.nudge()
@@ -222,7 +224,7 @@ func readRange(ctx context.Context, p *Partition, a, b int64) fillChunk {
 		}
 	}
 	for c.next < b {
-		recs, next, release, err := p.readKeys(ctx, c.next, b)
+		recs, txns, next, release, err := p.readKeys(ctx, c.next, b)
 		if err != nil {
 			c.err = err
 			c.release()
@@ -230,6 +232,9 @@ func readRange(ctx context.Context, p *Partition, a, b int64) fillChunk {
 			return c
 		}
 		releases = append(releases, release)
+		if len(txns) > 0 || len(c.txns) > 0 {
+			c.txns = append(padTxns(c.txns, len(c.recs)), padTxns(txns, len(recs))...)
+		}
 		if c.recs == nil {
 			c.recs = recs
 		} else {
@@ -269,12 +274,18 @@ func (kv *kvIndex) applyChunk(kp *kvPart, c fillChunk, limit int64, gen uint64, 
 	if end <= kp.applied {
 		return nil // the commit path got there first
 	}
+	// Taken now, after the reads' target: every transaction that ended
+	// below end is in ab when it was aborted.
+	_, ab := p.stableView(kp.applied)
 	b := kv.ix.NewBatch()
 	defer b.Close()
 	n := 0
 	for i := range c.recs {
 		r := &c.recs[i]
 		if r.Offset < kp.applied || r.Offset >= end {
+			continue
+		}
+		if skipTxn(c.txns, i, r.Offset, ab) {
 			continue
 		}
 		if err := applyRecord(b, p.t.id, p.id, compacted, r); err != nil {
@@ -301,7 +312,7 @@ func (kt *kvTopic) waitReady(ctx context.Context) error {
 		case <-ch:
 		case <-ctx.Done():
 			kp.mu.Lock()
-			behind := kp.p.HighWatermark() - kp.applied
+			behind := kp.p.kvTarget() - kp.applied
 			kp.mu.Unlock()
 			return fmt.Errorf("%w: partition %d of %s is catching up (%d records behind)", ErrKVUnavailable, kp.p.id, kt.t.name, behind)
 		}

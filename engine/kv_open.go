@@ -169,11 +169,12 @@ func (kv *kvIndex) addParts(kt *kvTopic, parts []*Partition) error {
 		if !ok {
 			next = 0
 		}
-		if ok && next > p.HighWatermark() {
+		if lso := p.kvTarget(); ok && next > lso {
 			// The index claims more than the log has (Redis restored from
-			// an older state, or flushed): it cannot be trusted for any
-			// partition, since keys are not scoped by partition.
-			kv.log.Warn("key index is ahead of the log; dropping the topic's index to rebuild it", "topic", t.name, "partition", p.id, "checkpoint", next, "high_watermark", p.HighWatermark())
+			// an older state, or flushed), or than is stable (an open
+			// transaction's records may be in it): it cannot be trusted
+			// for any partition, since keys are not scoped by partition.
+			kv.log.Warn("key index is ahead of the log; dropping the topic's index to rebuild it", "topic", t.name, "partition", p.id, "checkpoint", next, "high_watermark", p.HighWatermark(), "last_stable", lso)
 			if err := kv.ix.DropTopic(t.id); err != nil {
 				return err
 			}
@@ -186,7 +187,7 @@ func (kv *kvIndex) addParts(kt *kvTopic, parts []*Partition) error {
 			next = 0
 		}
 		kp := &kvPart{kt: kt, p: p, applied: next, ready: make(chan struct{})}
-		if next >= p.HighWatermark() {
+		if next >= p.kvTarget() {
 			kp.setReady()
 		}
 		kt.parts = append(kt.parts, kp)

@@ -3,6 +3,7 @@ package engine
 import (
 	"bytes"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -59,6 +60,41 @@ func TestParseKeyEntries(t *testing.T) {
 	}
 	if recs, err := parseKeyEntries([]byte("*0\r\n"), nil); err != nil || len(recs) != 0 {
 		t.Fatalf("empty reply: %+v %v", recs, err)
+	}
+}
+
+// Transactional entries and control records come back in txns, parallel
+// to the records once one has a transaction; a reply without any leaves
+// txns empty.
+func TestParseKeyEntriesTxn(t *testing.T) {
+	raw := arr(
+		xentry("0-1", "__ts", "1", "__key", "a", "__value", "v"),
+		xentry("1-1", "__ts", "1", "__txn", "7.2", "__key", "b", "__value", "v"),
+		xentry("2-1", "__ts", "1", "__txn", "7.2", "__ctl", "", "__key", "\x00\x00\x00\x01", "__value", "\x00\x00\x00\x00\x00\x00"),
+		xentry("3-1", "__ts", "1", "__key", "c", "__value", "v"),
+	)
+	recs, txns, err := parseKeyEntriesTxn([]byte(raw), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []record.Txn{{ProducerID: -1}, {ProducerID: 7, Epoch: 2}, {ProducerID: 7, Epoch: 2, Control: true}, {ProducerID: -1}}
+	if len(recs) != 4 || !slices.Equal(txns, want) {
+		t.Fatalf("records %d, txns %+v, want %+v", len(recs), txns, want)
+	}
+	if recs[1].Value == nil || string(recs[1].Key) != "b" {
+		t.Fatalf("transactional record %+v", recs[1])
+	}
+	if _, txns, err := parseKeyEntriesTxn([]byte(arr(xentry("0-1", "__ts", "1", "__key", "a"))), nil, nil); err != nil || len(txns) != 0 {
+		t.Fatalf("no transaction: %+v %v", txns, err)
+	}
+	for _, bad := range []string{
+		arr(xentry("0-1", "__ts", "1", "__txn", "x", "__key", "a")),
+		arr(xentry("0-1", "__ts", "1", "__txn", "-1.0", "__key", "a")),
+		arr(xentry("0-1", "__ts", "1", "__ctl", "", "__key", "a")),
+	} {
+		if _, _, err := parseKeyEntriesTxn([]byte(bad), nil, nil); !errors.Is(err, entry.ErrMalformed) {
+			t.Errorf("%q: %v, want malformed", bad, err)
+		}
 	}
 }
 

@@ -15,7 +15,8 @@ type RebuildOptions struct {
 	// Topics are the indexed topics to load; empty means all of them.
 	Topics []string
 	// Upto, when set, gives the offset (exclusive) a partition is loaded
-	// up to instead of its high watermark; ok false skips the partition.
+	// up to instead of its last stable offset (never past it); ok false
+	// skips the partition.
 	Upto func(topic string, partition int32) (next int64, ok bool)
 	// Progress, when set, is called about every second and at the end.
 	Progress func(RebuildProgress)
@@ -39,8 +40,8 @@ type RebuildResult struct {
 }
 
 // Rebuild loads ix from the log of indexed topics, from each partition's
-// checkpoint in ix (the log start for a fresh index) to its high watermark
-// as of the call. It works without a live index: korvet index rebuild
+// checkpoint in ix (the log start for a fresh index) to its last stable
+// offset as of the call, as the live index does (kv_txn.go). It works without a live index: korvet index rebuild
 // runs the engine without one and opens ix for this.
 func (k *KV) Rebuild(ctx context.Context, ix *index.Index, o RebuildOptions) (RebuildResult, error) {
 	start := time.Now()
@@ -59,7 +60,7 @@ func (k *KV) Rebuild(ctx context.Context, ix *index.Index, o RebuildOptions) (Re
 			return RebuildResult{}, err
 		}
 		for _, kp := range kt.partitions() {
-			to := kp.p.HighWatermark()
+			to := kp.p.kvTarget()
 			if o.Upto != nil {
 				n, ok := o.Upto(t.name, kp.p.id)
 				if !ok {

@@ -169,7 +169,7 @@ func (kv *kvIndex) swap(dir, tmp, old string) error {
 			}
 			kp.applied = next
 			kp.advanced()
-			if next < kp.p.HighWatermark() {
+			if next < kp.p.kvTarget() {
 				kp.setLagging()
 			} else {
 				kp.setReady()

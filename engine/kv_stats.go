@@ -54,13 +54,16 @@ type KVTopicStats struct {
 
 // KVPartitionStats is one partition's indexing progress.
 type KVPartitionStats struct {
-	Partition     int32  `json:"partition"`
-	Checkpoint    int64  `json:"checkpoint"` // offsets below are indexed
-	HighWatermark int64  `json:"high_watermark"`
-	LogStart      int64  `json:"log_start"`
-	Lag           int64  `json:"lag"` // records not yet indexed
-	Ready         bool   `json:"ready"`
-	Error         string `json:"error,omitempty"`
+	Partition     int32 `json:"partition"`
+	Checkpoint    int64 `json:"checkpoint"` // offsets below are indexed
+	HighWatermark int64 `json:"high_watermark"`
+	// LastStable is the last stable offset: the index stops there while
+	// a transaction is open (its first offset; else the high watermark).
+	LastStable int64  `json:"last_stable"`
+	LogStart   int64  `json:"log_start"`
+	Lag        int64  `json:"lag"` // records below the LSO not yet indexed
+	Ready      bool   `json:"ready"`
+	Error      string `json:"error,omitempty"`
 }
 
 // Stats returns figures for every indexed topic (cached key counts).
@@ -130,12 +133,12 @@ func (kv *kvIndex) topicStats(kt *kvTopic) KVTopicStats {
 	}
 	for _, kp := range kt.partitions() {
 		kp.mu.Lock()
-		ps := KVPartitionStats{Partition: kp.p.id, Checkpoint: kp.applied, HighWatermark: kp.p.HighWatermark(), LogStart: kp.p.LogStart()}
+		ps := KVPartitionStats{Partition: kp.p.id, Checkpoint: kp.applied, HighWatermark: kp.p.HighWatermark(), LastStable: kp.p.kvTarget(), LogStart: kp.p.LogStart()}
 		if kp.err != nil {
 			ps.Error = kp.err.Error()
 		}
 		kp.mu.Unlock()
-		ps.Lag = max(ps.HighWatermark-ps.Checkpoint, 0)
+		ps.Lag = max(ps.LastStable-ps.Checkpoint, 0)
 		ps.Ready = kp.isReady()
 		s.Ready = s.Ready && ps.Ready
 		s.Partitions = append(s.Partitions, ps)

@@ -225,10 +225,14 @@ func (kv *kvIndex) pollSharded(ctx context.Context, parts []*Partition) error {
 func (kv *kvIndex) refreshFollowed(ctx context.Context, parts []*Partition) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
+	// The aborted index is read after the meta hash, so it holds every
+	// abort the meta's view of open transactions has seen end (the marker
+	// writes both in one MULTI): the KV view needs both to agree.
 	var pl resp.Pipeline
 	for _, p := range parts {
 		pl.Cmd("HGETALL", p.metaKey)
 		pl.Cmd("HGETALL", p.segmentsKey)
+		pl.Cmd("XRANGE", p.abortedKey, p.abortedAfter(), "+")
 	}
 	rs, err := kv.e.rc.Exec(ctx, &pl)
 	if err != nil {
@@ -236,12 +240,18 @@ func (kv *kvIndex) refreshFollowed(ctx context.Context, parts []*Partition) erro
 	}
 	defer rs.Release()
 	for i, p := range parts {
-		meta, segs := rs.At(2*i), rs.At(2*i+1)
+		meta, segs := rs.At(3*i), rs.At(3*i+1)
 		// A partition this broker leads now keeps its own view; and a
 		// view never goes back (an older read than what it has).
 		if p.IsLeader() || metaNext(meta) <= p.HighWatermark() {
 			continue
 		}
+		aborted, err := parseAborted(rs.At(3*i + 2))
+		if err != nil {
+			return fmt.Errorf("reload %s/%d: %w", p.t.name, p.id, err)
+		}
+		// New aborts first: a reader that sees the new LSO must find them.
+		p.addAborted(aborted)
 		if err := p.loadState(meta, segs, nil); err != nil {
 			return fmt.Errorf("reload %s/%d: %w", p.t.name, p.id, err)
 		}
@@ -275,7 +285,7 @@ func (kv *kvIndex) behind(p *Partition) {
 		return
 	}
 	kp.mu.Lock()
-	if kp.applied < p.HighWatermark() {
+	if kp.applied < p.kvTarget() {
 		kp.setLagging()
 	}
 	kp.mu.Unlock()

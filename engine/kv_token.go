@@ -146,8 +146,8 @@ func (kp *kvPart) advanced() {
 type KVPartitionLag struct {
 	Topic     string `json:"topic"`
 	Partition int32  `json:"partition"`
-	// Lag is the log end offset as this broker knows it minus the
-	// indexed offset.
+	// Lag is the last stable offset as this broker knows it (the log
+	// end offset unless a transaction is open) minus the indexed offset.
 	Lag    int64 `json:"lag"`
 	Leader bool  `json:"leader"` // this broker leads it (no tail needed)
 }

@@ -54,8 +54,8 @@ func (k *KV) Verify(ctx context.Context, ix *index.Index, scratchDir string, top
 			res.Notes = append(res.Notes, fmt.Sprintf("%s/%d: never indexed", topic, partition))
 			return 0, true
 		}
-		if hw := t.Partition(partition).HighWatermark(); next < hw {
-			res.Notes = append(res.Notes, fmt.Sprintf("%s/%d: checkpoint %d is %d records behind the log (korvet catches up at start); compared up to the checkpoint", topic, partition, next, hw-next))
+		if lso := t.Partition(partition).kvTarget(); next < lso {
+			res.Notes = append(res.Notes, fmt.Sprintf("%s/%d: checkpoint %d is %d records behind the log's last stable offset (korvet catches up at start); compared up to the checkpoint", topic, partition, next, lso-next))
 		}
 		return next, true
 	}

@@ -290,15 +290,20 @@ func loadPartitions(ctx context.Context, e *Engine, parts []*Partition) error {
 	defer rs.Release()
 	pl.Reset()
 	for i, p := range parts {
-		if err := p.loadState(rs.At(3*i), rs.At(3*i+1), nil); err != nil {
-			return fmt.Errorf("load partition %s/%d: %w", p.t.name, p.id, err)
-		}
+		// The aborted index before the counters and open transactions
+		// (it was read after them): a reader that sees the new LSO finds
+		// the aborts below it (the KV view, kv_txn.go).
 		aborted, err := parseAborted(rs.At(3*i + 2))
 		if err != nil {
 			return fmt.Errorf("load partition %s/%d: %w", p.t.name, p.id, err)
 		}
 		p.mu.Lock()
 		p.aborted = aborted
+		p.mu.Unlock()
+		if err := p.loadState(rs.At(3*i), rs.At(3*i+1), nil); err != nil {
+			return fmt.Errorf("load partition %s/%d: %w", p.t.name, p.id, err)
+		}
+		p.mu.Lock()
 		p.trimAbortedLocked(p.start.Load())
 		p.mu.Unlock()
 		pl.Cmd("XREVRANGE", p.StreamKey(), "+", "-", "COUNT", 1)

@@ -307,6 +307,31 @@ func (st *flushState) planMarker(op *Pending, prods map[int64]*producerState, co
 	return prods, true
 }
 
+// abortedAfter is the XRANGE start that reads the aborted index entries
+// newer than those in memory.
+func (p *Partition) abortedAfter() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if n := len(p.aborted); n > 0 {
+		return "(" + strconv.FormatInt(p.aborted[n-1].marker, 10) + "-1"
+	}
+	return "-"
+}
+
+// addAborted appends aborted index entries read from Redis (by marker
+// offset) that are newer than those in memory, then drops those below the
+// log start.
+func (p *Partition) addAborted(as []abortedTxn) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, a := range as {
+		if n := len(p.aborted); n == 0 || p.aborted[n-1].marker < a.marker {
+			p.aborted = append(p.aborted, a)
+		}
+	}
+	p.trimAbortedLocked(p.start.Load())
+}
+
 // trimAbortedLocked drops index entries whose marker is below start; p.mu
 // must be held.
 func (p *Partition) trimAbortedLocked(start int64) {

@@ -37,7 +37,7 @@ type indexJSON struct {
 	Open        bool      `json:"open"`
 	Keys        int64     `json:"keys"`
 	SizeBytes   int64     `json:"size_bytes"`
-	Lag         int64     `json:"lag"` // records committed to Redis, not yet indexed
+	Lag         int64     `json:"lag"` // records below the last stable offset, not yet indexed
 	Topics      []string  `json:"topics,omitempty"`
 	Rebuilding  bool      `json:"rebuilding"`
 	LastRebuild time.Time `json:"last_rebuild,omitzero"`

@@ -44,7 +44,7 @@ var (
 	descIndexOpen  = desc("korvet_index_open", "1 when the KV index is open.")
 	descIndexKeys  = desc("korvet_index_keys", "Keys in the KV index.")
 	descIndexSize  = desc("korvet_index_size_bytes", "Size of the KV index on disk.")
-	descIndexLag   = desc("korvet_index_lag_records", "Records committed to Redis and not yet in the KV index.")
+	descIndexLag   = desc("korvet_index_lag_records", "Records below the last stable offset not yet in the KV index.")
 	descTierBack   = desc("korvet_tiering_backlog_segments", "Sealed segments waiting to be archived.")
 	descTierBytes  = desc("korvet_tiering_backlog_bytes", "Bytes of the segments waiting to be archived.")
 	descTierErrors = desc("korvet_tiering_errors_total", "Archiving errors since start.")

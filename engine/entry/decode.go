@@ -185,6 +185,10 @@ func (d *Decoder) FinishTxn(rec *record.Record, txn *record.Txn) error {
 	return nil
 }
 
+// ParseTxn parses a __txn value, "<producer id>.<producer epoch>" (both
+// non-negative), for readers that walk entries' fields themselves.
+func ParseTxn(b []byte) (producerID int64, epoch int16, ok bool) { return parseTxn(b) }
+
 // parseTxn parses "<producer id>.<producer epoch>", both non-negative.
 func parseTxn(b []byte) (int64, int16, bool) {
 	i := 0
