@@ -73,7 +73,6 @@ func (w *eosWorker) session() error {
 		kgo.ConsumerGroup(w.group),
 		kgo.ConsumeTopics(w.in),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.RequireStableFetchOffsets(),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.SessionTimeout(10*time.Second),
 		kgo.RetryTimeout(30*time.Second),
