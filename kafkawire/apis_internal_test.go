@@ -37,7 +37,7 @@ var advertised = []struct {
 	{kmsg.DeleteRecords, 0, 2},
 	{kmsg.InitProducerID, 0, 5},
 	{kmsg.OffsetForLeaderEpoch, 0, 4},
-	{kmsg.TxnOffsetCommit, 0, 4},
+	{kmsg.TxnOffsetCommit, 0, 5},
 	{kmsg.AddPartitionsToTxn, 0, 5},
 	{kmsg.AddOffsetsToTxn, 0, 4},
 	{kmsg.EndTxn, 0, 5},

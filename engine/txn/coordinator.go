@@ -189,6 +189,12 @@ func (c *Coordinator) locked(ctx context.Context, id string, create bool) (*entr
 			continue
 		}
 		if !c.awaitCompletion(ctx, e) {
+			// Another broker may have added to the transaction (KIP-890's
+			// implicit adds): decide on what Redis holds now.
+			if err := c.refresh(ctx, e); err != nil {
+				e.mu.Unlock()
+				return nil, err
+			}
 			return e, nil
 		}
 	}
