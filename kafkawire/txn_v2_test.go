@@ -4,16 +4,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/korvet/korvet/engine"
+	"github.com/korvet/korvet/engine/record"
 	"github.com/korvet/korvet/internal/testbed"
 	"github.com/korvet/korvet/kafkawire"
+	"github.com/korvet/korvet/kafkawire/batch"
 )
 
 // apiCounts reads korvet_kafka_requests_total per API from reg: what
@@ -198,5 +202,98 @@ func TestTxnKgoV2Fencing(t *testing.T) {
 	}
 	if got := readCommitted(t, b, ctx, "v2-fence", 2); fmt.Sprint(got) != "[kept second]" {
 		t.Fatalf("read_committed: %v", got)
+	}
+}
+
+// produceTxnAt sends one transactional batch at a Produce version on a
+// raw connection and returns the partition's error code.
+func produceTxnAt(t *testing.T, c net.Conn, corr *int32, version int16, topic, txnID string, pid int64, epoch int16, seq int32, value string) int16 {
+	t.Helper()
+	raw, err := batch.AppendBatch(nil, []record.Record{txnRec("k", value, "")},
+		batch.BuildOptions{HasProducer: true, ProducerID: pid, ProducerEpoch: epoch, BaseSequence: seq, Attributes: batch.AttrTransactional})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := kmsg.NewPtrProduceRequest()
+	req.Version = version
+	req.TransactionID, req.Acks, req.TimeoutMillis = &txnID, -1, 10000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Records = raw
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	return txnCall(t, c, corr, req).(*kmsg.ProduceResponse).Topics[0].Partitions[0].ErrorCode
+}
+
+func txnOffsetCommitAt(t *testing.T, c net.Conn, corr *int32, version int16, txnID string, pid int64, epoch int16, group, topic string) int16 {
+	t.Helper()
+	req := kmsg.NewPtrTxnOffsetCommitRequest()
+	req.Version = version
+	req.TransactionalID, req.Group, req.ProducerID, req.ProducerEpoch = txnID, group, pid, epoch
+	rt := kmsg.NewTxnOffsetCommitRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+	rp.Offset = 1
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	return txnCall(t, c, corr, req).(*kmsg.TxnOffsetCommitResponse).Topics[0].Partitions[0].ErrorCode
+}
+
+// TestTxnImplicitAddVersions: only the KIP-890 versions add implicitly.
+// Produce v11 and TxnOffsetCommit v4 (the v1 flow) are refused
+// INVALID_TXN_STATE for a partition or group never added; Produce v12 and
+// TxnOffsetCommit v5 add them, beginning the transaction; after EndTxn v5
+// the old epoch is fenced and the new one begins the next transaction.
+func TestTxnImplicitAddVersions(t *testing.T) {
+	b := startBroker(t, engine.Options{AutoCreateTopics: true})
+	ctx := ctxT(t, 30*time.Second)
+	if _, err := b.admin().CreateTopic(ctx, 2, 1, nil, "imp"); err != nil {
+		t.Fatal(err)
+	}
+	c := rawConn(t, b.addr)
+	var corr int32
+	ir := initTxn(t, c, &corr, "imp-app", 30000)
+	pid, e0 := ir.ProducerID, ir.ProducerEpoch
+	if code := produceTxnAt(t, c, &corr, 11, "imp", "imp-app", pid, e0, 0, "v1"); code != kerr.InvalidTxnState.Code {
+		t.Fatalf("produce v11, partition not added: %s", codeName(code))
+	}
+	if code := txnOffsetCommitAt(t, c, &corr, 4, "imp-app", pid, e0, "imp-g", "imp"); code != kerr.InvalidTxnState.Code {
+		t.Fatalf("TxnOffsetCommit v4, group not added: %s", codeName(code))
+	}
+	if st := txnState(t, c, &corr, "imp-app"); st.State != "Empty" {
+		t.Fatalf("after the refusals: %s", st.State)
+	}
+	if code := produceTxnAt(t, c, &corr, 12, "imp", "imp-app", pid, e0, 0, "v2"); code != 0 {
+		t.Fatalf("produce v12: %s", codeName(code))
+	}
+	if code := txnOffsetCommitAt(t, c, &corr, 5, "imp-app", pid, e0, "imp-g", "imp"); code != 0 {
+		t.Fatalf("TxnOffsetCommit v5: %s", codeName(code))
+	}
+	st := txnState(t, c, &corr, "imp-app")
+	if st.State != "Ongoing" || len(st.Topics) != 1 || fmt.Sprint(st.Topics[0].Partitions) != "[0]" {
+		t.Fatalf("after the implicit adds: %+v", st)
+	}
+	r := endTxn(t, c, &corr, 5, "imp-app", pid, e0, true)
+	if r.ErrorCode != 0 || r.ProducerID != pid || r.ProducerEpoch != e0+1 {
+		t.Fatalf("EndTxn v5: %s %d/%d", codeName(r.ErrorCode), r.ProducerID, r.ProducerEpoch)
+	}
+	// The next transaction, right away: its first batch waits for the
+	// last one's marker, which carries the bumped epoch.
+	if code := produceTxnAt(t, c, &corr, 12, "imp", "imp-app", pid, e0+1, 0, "next"); code != 0 {
+		t.Fatalf("produce v12 at the new epoch: %s", codeName(code))
+	}
+	// Before the marker a late batch of the old epoch would still join
+	// the old transaction, as in Kafka (clients flush before EndTxn);
+	// after it, the old epoch is fenced.
+	if code := produceTxnAt(t, c, &corr, 12, "imp", "imp-app", pid, e0, 1, "zombie"); code != kerr.InvalidProducerEpoch.Code {
+		t.Fatalf("produce with the old epoch: %s", codeName(code))
+	}
+	if st := txnState(t, c, &corr, "imp-app"); st.State != "Ongoing" || st.ProducerEpoch != e0+1 {
+		t.Fatalf("the next transaction: %+v", st)
+	}
+	sp, bs := fetchTxn(t, b, b.client(), "imp", 0, 1)
+	if sp.LastStableOffset != 2 || len(bs) != 2 || !bs[1].Control() || bs[1].ProducerEpoch != e0+1 {
+		t.Fatalf("read_committed: LSO %d, batches %+v", sp.LastStableOffset, bs)
 	}
 }
