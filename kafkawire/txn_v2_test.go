@@ -114,7 +114,7 @@ func TestTxnKgoV2(t *testing.T) {
 	}
 	s, err := kgo.NewGroupTransactSession(kgo.SeedBrokers(b.addr), kgo.TransactionalID("v2-copier"),
 		kgo.ConsumerGroup("v2-group"), kgo.ConsumeTopics("v2-in"), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.RequireStableFetchOffsets(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.DefaultProduceTopic("v2-copy"))
 	if err != nil {
 		t.Fatal(err)

@@ -279,7 +279,7 @@ func (c *Coordinator) write(ctx context.Context, e *entry, next record) error {
 			delete(c.txns, e.id)
 		}
 		c.mu.Unlock()
-		c.log.Warn("transaction state changed by another coordinator; handing the id over", "transactional_id", e.id)
+		c.log.Warn("transaction state changed by another writer (another coordinator, or an implicit add racing this write); answering NOT_COORDINATOR so the client asks again", "transactional_id", e.id)
 		return fmt.Errorf("%w: transactional id %q was written by another coordinator", ErrNotCoordinator, e.id)
 	}
 	e.rec, e.raw = next, raw
