@@ -27,8 +27,26 @@ func (c *conn) apiVersionsResponse(version int16) *kmsg.ApiVersionsResponse {
 		a := s.apis[k]
 		r.ApiKeys = append(r.ApiKeys, kmsg.ApiVersionsResponseApiKey{ApiKey: k.Int16(), MinVersion: a.min, MaxVersion: a.max})
 	}
+	// Features (KIP-584, tagged fields of v3+): transaction.version 2 is
+	// KIP-890 part 2, on which clients skip AddPartitionsToTxn and
+	// AddOffsetsToTxn (Produce v12+ and TxnOffsetCommit v5 add
+	// implicitly) and EndTxn v5 bumps the epoch. The finalized level never
+	// changes, so neither does its epoch.
+	sf := kmsg.NewApiVersionsResponseSupportedFeature()
+	sf.Name, sf.MinVersion, sf.MaxVersion = txnVersionFeature, 0, txnVersion
+	r.SupportedFeatures = append(r.SupportedFeatures, sf)
+	ff := kmsg.NewApiVersionsResponseFinalizedFeature()
+	ff.Name, ff.MinVersionLevel, ff.MaxVersionLevel = txnVersionFeature, txnVersion, txnVersion
+	r.FinalizedFeatures = append(r.FinalizedFeatures, ff)
+	r.FinalizedFeaturesEpoch = 1
 	return r
 }
+
+// The transaction.version feature korvet runs at (KIP-890 part 2).
+const (
+	txnVersionFeature = "transaction.version"
+	txnVersion        = 2
+)
 
 // handleApiVersions lists what korvet serves. From v5 (KIP-1242) a client
 // may name the cluster and node it means to reach, both or neither: a

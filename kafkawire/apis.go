@@ -75,8 +75,8 @@ func apiTable() map[kmsg.Key]apiDef {
 		kmsg.OffsetDelete:    {0, 0, handleOffsetDelete, aclOffsetDelete},
 		// Offsets committed inside transactions (KIP-447). v5 is KIP-890's
 		// implicit add of the group to the transaction, which clients
-		// use only with transaction.version 2: not offered until then.
-		kmsg.TxnOffsetCommit: {0, 4, handleTxnOffsetCommit, aclTxnOffsetCommit},
+		// use with transaction.version 2 (advertised in ApiVersions).
+		kmsg.TxnOffsetCommit: {0, 5, handleTxnOffsetCommit, aclTxnOffsetCommit},
 		// Transactions (engine/txn). AddPartitionsToTxn v4+ is the
 		// brokers' side of KIP-890; EndTxn v5+ its epoch bump per end.
 		kmsg.AddPartitionsToTxn:   {0, 5, handleAddPartitionsToTxn, aclAddPartitionsToTxn},

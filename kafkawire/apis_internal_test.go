@@ -40,7 +40,7 @@ var advertised = []struct {
 	{kmsg.AddPartitionsToTxn, 0, 5},
 	{kmsg.AddOffsetsToTxn, 0, 4},
 	{kmsg.EndTxn, 0, 5},
-	{kmsg.TxnOffsetCommit, 0, 4},
+	{kmsg.TxnOffsetCommit, 0, 5},
 	{kmsg.DescribeACLs, 0, 3},
 	{kmsg.CreateACLs, 0, 3},
 	{kmsg.DeleteACLs, 0, 3},
@@ -111,7 +111,20 @@ func TestApiVersionsAnswer(t *testing.T) {
 		{"plain listener", Options{}, nil, true},
 	} {
 		c := &conn{s: &Server{apis: apiTable(), opts: tc.opts}, l: &listener{mechs: tc.mechs}}
-		got := apiVersionsLines(c.apiVersionsResponse(3))
+		r := c.apiVersionsResponse(3)
+		// transaction.version 2 (KIP-890 part 2): kgo reads the finalized
+		// level, and only when the epoch is not -1.
+		var feats []string
+		for _, f := range r.SupportedFeatures {
+			feats = append(feats, fmt.Sprintf("supported %s %d-%d", f.Name, f.MinVersion, f.MaxVersion))
+		}
+		for _, f := range r.FinalizedFeatures {
+			feats = append(feats, fmt.Sprintf("finalized %s %d-%d", f.Name, f.MinVersionLevel, f.MaxVersionLevel))
+		}
+		if got := fmt.Sprint(feats); got != "[supported transaction.version 0-2 finalized transaction.version 2-2]" || r.FinalizedFeaturesEpoch != 1 {
+			t.Errorf("%s: features %s at epoch %d", tc.name, got, r.FinalizedFeaturesEpoch)
+		}
+		got := apiVersionsLines(r)
 		want := expectLines(tc.plain)
 		for i := range max(len(got), len(want)) {
 			var g, w string

@@ -114,9 +114,17 @@ func handleProduce(ctx context.Context, c *conn, kreq kmsg.Request) func() kmsg.
 			recs, prod, err := decodeProduce(dec, rq.Records, t, req.TransactionID)
 			if err == nil && prod.Transactional && !p.HasOpenTxn(prod.ID, prod.Epoch) {
 				// The first batch of the transaction here: the coordinator
-				// must have the partition in the transaction.
+				// must have the partition in the transaction. Produce v12+
+				// is the KIP-890 flow (transaction.version 2), where this
+				// batch adds the partition itself, beginning the
+				// transaction; an older producer must have added it with
+				// AddPartitionsToTxn.
 				verify := c.s.opts.VerifyTxn
-				if verify == nil {
+				switch {
+				case verify != nil:
+				case req.Version >= 12:
+					verify = eng.Txns().AddPartitionImplicit
+				default:
 					verify = eng.Txns().VerifyPartition
 				}
 				if err = verify(ctx, prod.TransactionalID, prod.ID, prod.Epoch, t.Name(), rq.Partition); errors.Is(err, engine.ErrProducerFenced) {

@@ -17,7 +17,8 @@ import (
 // transaction ends; OffsetFetch with RequireStable answers
 // UNSTABLE_OFFSET_COMMIT for them meanwhile. The transaction itself (is
 // it ongoing, with this producer epoch, has AddOffsetsToTxn added the
-// group) is checked by Options.CheckTxnOffsets.
+// group) is checked by Options.CheckTxnOffsets; v5+ (KIP-890) adds the
+// group to the transaction instead of requiring AddOffsetsToTxn.
 func handleTxnOffsetCommit(ctx context.Context, c *conn, kreq kmsg.Request) func() kmsg.Response {
 	req := kreq.(*kmsg.TxnOffsetCommitRequest)
 	return func() kmsg.Response {
@@ -76,14 +77,20 @@ func handleTxnOffsetCommit(ctx context.Context, c *conn, kreq kmsg.Request) func
 		case eng.IsShareGroup(req.Group):
 			err = errShareGroupID // one namespace for all group types, as Kafka
 		default:
-			checkTxn := c.s.opts.CheckTxnOffsets
+			checkTxn, add := c.s.opts.CheckTxnOffsets, c.s.opts.CheckTxnOffsets
 			if checkTxn == nil {
-				checkTxn = eng.Txns().CheckOffsets
+				checkTxn, add = eng.Txns().CheckOffsets, eng.Txns().CheckOffsets
+				if req.Version >= 5 {
+					// KIP-890 (transaction.version 2): no AddOffsetsToTxn,
+					// this request adds the group.
+					add = eng.Txns().AddOffsetsImplicit
+				}
 			}
 			check := func(ctx context.Context) error {
 				return checkTxn(ctx, req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Group)
 			}
-			err, tc.Recheck = check(ctx), check
+			err = add(ctx, req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Group)
+			tc.Recheck = check
 		}
 		if err == nil {
 			errs, err = eng.Groups().TxnCommit(ctx, tc)

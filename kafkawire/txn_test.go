@@ -231,8 +231,9 @@ func TestTxnTimeoutFences(t *testing.T) {
 
 // TestTxnKgoFencing: franz-go's transactional producer. A second client
 // with the same transactional id bumps the epoch; the first one's next
-// transaction is refused PRODUCER_FENCED at AddPartitionsToTxn, before
-// anything is produced, and kgo reports it on the record.
+// transaction is refused at its first produce (the KIP-890 implicit add
+// finds the epoch fenced: INVALID_PRODUCER_EPOCH, as Kafka's produce
+// answers it), and kgo reports it on the record.
 func TestTxnKgoFencing(t *testing.T) {
 	b := startBroker(t, engine.Options{AutoCreateTopics: true})
 	ctx := ctxT(t, 30*time.Second)
@@ -260,8 +261,8 @@ func TestTxnKgoFencing(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = first.ProduceSync(ctx, &kgo.Record{Value: []byte("zombie")}).FirstErr()
-	if !errors.Is(err, kerr.ProducerFenced) {
-		t.Fatalf("the fenced producer's record: %v, want PRODUCER_FENCED", err)
+	if !errors.Is(err, kerr.InvalidProducerEpoch) {
+		t.Fatalf("the fenced producer's record: %v, want INVALID_PRODUCER_EPOCH", err)
 	}
 	l, err := b.admin().ListTransactions(ctx, nil, nil)
 	if err != nil {

@@ -163,6 +163,10 @@ func (c *Coordinator) sweepOne(ctx context.Context, e *entry, now time.Time) err
 		return nil
 	}
 	defer e.mu.Unlock()
+	// A transaction begun by an implicit add elsewhere times out too.
+	if err := c.refresh(ctx, e); err != nil {
+		return err
+	}
 	if e.raw == "" {
 		return nil
 	}

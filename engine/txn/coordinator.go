@@ -189,6 +189,12 @@ func (c *Coordinator) locked(ctx context.Context, id string, create bool) (*entr
 			continue
 		}
 		if !c.awaitCompletion(ctx, e) {
+			// Another broker may have added to the transaction (KIP-890's
+			// implicit adds): decide on what Redis holds now.
+			if err := c.refresh(ctx, e); err != nil {
+				e.mu.Unlock()
+				return nil, err
+			}
 			return e, nil
 		}
 	}
@@ -273,7 +279,7 @@ func (c *Coordinator) write(ctx context.Context, e *entry, next record) error {
 			delete(c.txns, e.id)
 		}
 		c.mu.Unlock()
-		c.log.Warn("transaction state changed by another coordinator; handing the id over", "transactional_id", e.id)
+		c.log.Warn("transaction state changed by another writer (another coordinator, or an implicit add racing this write); answering NOT_COORDINATOR so the client asks again", "transactional_id", e.id)
 		return fmt.Errorf("%w: transactional id %q was written by another coordinator", ErrNotCoordinator, e.id)
 	}
 	e.rec, e.raw = next, raw

@@ -128,18 +128,24 @@ func (c *Coordinator) VerifyPartition(ctx context.Context, id string, pid int64,
 
 // stored reads id from Redis and checks its producer id and epoch.
 func (c *Coordinator) stored(ctx context.Context, id string, pid int64, epoch int16) (record, error) {
-	rec, _, found, err := c.read(ctx, id)
+	rec, _, err := c.storedRaw(ctx, id, pid, epoch)
+	return rec, err
+}
+
+// storedRaw is stored with the stored JSON, for a compare-and-set.
+func (c *Coordinator) storedRaw(ctx context.Context, id string, pid int64, epoch int16) (record, string, error) {
+	rec, raw, found, err := c.read(ctx, id)
 	if err != nil {
-		return record{}, err
+		return record{}, "", err
 	}
 	if !found {
-		return record{}, fmt.Errorf("%w: no transactional id %q", ErrInvalidProducerIDMapping, id)
+		return record{}, "", fmt.Errorf("%w: no transactional id %q", ErrInvalidProducerIDMapping, id)
 	}
 	if pid != rec.PID {
-		return record{}, fmt.Errorf("%w: transactional id %q has producer id %d, not %d", ErrInvalidProducerIDMapping, id, rec.PID, pid)
+		return record{}, "", fmt.Errorf("%w: transactional id %q has producer id %d, not %d", ErrInvalidProducerIDMapping, id, rec.PID, pid)
 	}
 	if epoch != rec.Epoch {
-		return record{}, fmt.Errorf("%w: epoch %d, transactional id %q is at %d", ErrProducerFenced, epoch, id, rec.Epoch)
+		return record{}, "", fmt.Errorf("%w: epoch %d, transactional id %q is at %d", ErrProducerFenced, epoch, id, rec.Epoch)
 	}
-	return rec, nil
+	return rec, raw, nil
 }

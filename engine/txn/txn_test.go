@@ -473,10 +473,8 @@ func TestOwnershipMove(t *testing.T) {
 	c1.mu.Lock()
 	c1.txns["tx"] = &entry{id: "tx", rec: stale, raw: staleRaw}
 	c1.mu.Unlock()
-	// Its write loses the compare-and-set (the client finds the
-	// coordinator again); the retry reads Redis afresh and is fenced.
-	err = c1.AddPartitions(ctx, "tx", pid, epoch, []TopicPartition{tp1})
-	mustIs(t, err, ErrNotCoordinator)
+	// It reads Redis before it decides (refresh) and finds the producer
+	// fenced; nothing is written.
 	mustIs(t, c1.AddPartitions(ctx, "tx", pid, epoch, []TopicPartition{tp1}), ErrProducerFenced)
 	if after, _ := b.stored(c2, "tx"); after.Ver != before.Ver || after.PID != p2 || after.Epoch != e2 || after.State != Empty {
 		t.Fatalf("the deposed coordinator wrote: %+v, was %+v", after, before)
@@ -593,4 +591,125 @@ func TestNextTransactionWaitsForCompletion(t *testing.T) {
 	mustIs(t, err, ErrConcurrentTransactions)
 	b.markers.failing.Store(false)
 	b.waitState(c, "tx", CompleteAbort)
+}
+
+// KIP-890 part 2: a broker that does not coordinate the id (the
+// partition's leader, the group's coordinator) adds a partition and a
+// group implicitly, beginning the transaction; the coordinator, which
+// holds the id in memory, sees both when the producer ends it, and
+// writes the markers with the bumped epoch. A wrong epoch is fenced, and
+// the v1 check still refuses a partition never added.
+func TestImplicitAddFromAnotherBroker(t *testing.T) {
+	b := newBed(t)
+	owner := b.open(Options{Owns: func(string) bool { return true }})
+	other := b.open(Options{Owns: func(string) bool { return false }})
+	pid, e0 := initID(t, owner, "tx")
+	if err := other.AddPartitionImplicit(ctx, "tx", pid, e0, tp0.Topic, tp0.Partition); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.AddOffsetsImplicit(ctx, "tx", pid, e0, "g"); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.CheckOffsets(ctx, "tx", pid, e0, "g"); err != nil {
+		t.Fatalf("check after the implicit add: %v", err)
+	}
+	mustIs(t, other.AddPartitionImplicit(ctx, "tx", pid, e0+1, tp1.Topic, tp1.Partition), ErrProducerFenced)
+	mustIs(t, other.VerifyPartition(ctx, "tx", pid, e0, tp1.Topic, tp1.Partition), ErrInvalidTxnState)
+	d, err := owner.Describe(ctx, "tx")
+	if err != nil || d.State != Ongoing || len(d.Partitions) != 1 || d.Partitions[0] != tp0 || len(d.Groups) != 1 || d.StartMs <= 0 {
+		t.Fatalf("owner describes %+v %v", d, err)
+	}
+	res, err := owner.EndTxn(ctx, "tx", pid, e0, true, true)
+	if err != nil || res.Epoch != e0+1 {
+		t.Fatalf("end: %+v %v", res, err)
+	}
+	b.waitState(owner, "tx", CompleteCommit)
+	if calls := b.markers.all(); len(calls) != 1 || calls[0].m.Epoch != e0+1 || calls[0].m.ProducerID != pid || !calls[0].m.Commit ||
+		len(calls[0].parts) != 1 || calls[0].parts[0] != tp0 {
+		t.Fatalf("markers: %+v", calls)
+	}
+	if calls := b.offsets.all(); len(calls) != 1 || calls[0] != (offsetCall{"g", pid, true}) {
+		t.Fatalf("offsets: %+v", calls)
+	}
+	// The old epoch is fenced now; the new one begins the next one.
+	mustIs(t, other.AddPartitionImplicit(ctx, "tx", pid, e0, tp0.Topic, tp0.Partition), ErrProducerFenced)
+	if err := other.AddPartitionImplicit(ctx, "tx", pid, res.Epoch, tp1.Topic, tp1.Partition); err != nil {
+		t.Fatal(err)
+	}
+	if rec := b.waitState(owner, "tx", Ongoing); rec.TxnEpoch != res.Epoch || !rec.hasPart(tp1) || rec.hasPart(tp0) {
+		t.Fatalf("next transaction: %+v", rec)
+	}
+}
+
+// Implicit adds racing each other and the coordinator's own adds all
+// land (compare-and-set retries), and the next transaction's first add,
+// arriving while the last one's markers are written, waits for them.
+func TestImplicitAddRaces(t *testing.T) {
+	b := newBed(t)
+	owner := b.open(Options{Owns: func(string) bool { return true }})
+	other := b.open(Options{Owns: func(string) bool { return false }})
+	pid, e0 := initID(t, owner, "tx")
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for i := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			switch i % 3 {
+			case 0:
+				errs <- other.AddPartitionImplicit(ctx, "tx", pid, e0, "t", int32(i))
+			case 1:
+				errs <- owner.AddPartitionImplicit(ctx, "tx", pid, e0, "t", int32(i))
+			default:
+				errs <- owner.AddPartitions(ctx, "tx", pid, e0, []TopicPartition{{"t", int32(i)}})
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		// A coordinator's own write that lost to an implicit add answers
+		// NOT_COORDINATOR (the client asks again): retry those.
+		if err != nil && !errors.Is(err, ErrNotCoordinator) {
+			t.Fatal(err)
+		}
+	}
+	for i := 2; i < 16; i += 3 {
+		if err := owner.AddPartitions(ctx, "tx", pid, e0, []TopicPartition{{"t", int32(i)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if rec, _ := b.stored(owner, "tx"); len(rec.Partitions) != 16 {
+		t.Fatalf("partitions: %v", rec.Partitions)
+	}
+	b.markers.delay.Store(int64(300 * time.Millisecond))
+	res, err := owner.EndTxn(ctx, "tx", pid, e0, false, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := other.AddPartitionImplicit(ctx, "tx", pid, res.Epoch, "t", 0); err != nil {
+		t.Fatalf("add while the last transaction completes: %v", err)
+	}
+	if calls := b.markers.all(); len(calls) != 1 || calls[0].m.Commit {
+		t.Fatalf("the add did not wait for the abort's markers: %+v", calls)
+	}
+}
+
+// A transaction begun by an implicit add on another broker times out at
+// its coordinator like any other: aborted, epoch bumped.
+func TestImplicitTxnTimesOut(t *testing.T) {
+	b := newBed(t)
+	owner := b.open(Options{Owns: func(string) bool { return true }})
+	other := b.open(Options{Owns: func(string) bool { return false }})
+	pid, e0, err := owner.InitProducerID(ctx, InitRequest{ID: "tx", TimeoutMs: 100, ProducerID: -1, Epoch: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := other.AddPartitionImplicit(ctx, "tx", pid, e0, tp0.Topic, tp0.Partition); err != nil {
+		t.Fatal(err)
+	}
+	if rec := b.waitState(owner, "tx", CompleteAbort); rec.Epoch != e0+1 {
+		t.Fatalf("after the timeout: %+v", rec)
+	}
+	mustIs(t, other.AddPartitionImplicit(ctx, "tx", pid, e0, tp0.Topic, tp0.Partition), ErrProducerFenced)
 }

@@ -157,7 +157,16 @@ func produce(ctx context.Context, o options) error {
 	// Latencies in microseconds, one slot per record.
 	lat := make([]int32, o.records)
 	var failed atomic.Int64
-	var firstErr atomic.Value
+	// The first error; errors of different types, so not an atomic.Value.
+	var errMu sync.Mutex
+	var firstErr error
+	setErr := func(err error) {
+		errMu.Lock()
+		if firstErr == nil {
+			firstErr = err
+		}
+		errMu.Unlock()
+	}
 	var wg sync.WaitGroup
 	start := time.Now()
 	for pi, cl := range clients {
@@ -174,7 +183,7 @@ func produce(ctx context.Context, o options) error {
 			for i := lo; i < hi; i++ {
 				if o.txn > 0 && inTxn == 0 {
 					if err := cl.BeginTransaction(); err != nil {
-						firstErr.CompareAndSwap(nil, fmt.Errorf("begin transaction: %w", err))
+						setErr(fmt.Errorf("begin transaction: %w", err))
 						return
 					}
 				}
@@ -189,31 +198,36 @@ func produce(ctx context.Context, o options) error {
 					lat[i] = int32(min(time.Since(t0).Microseconds(), 1<<31-1))
 					if err != nil {
 						failed.Add(1)
-						firstErr.CompareAndSwap(nil, err)
+						setErr(err)
 					}
 				})
 				if inTxn++; o.txn > 0 && (inTxn == o.txn || i == hi-1) {
-					// EndTransaction flushes first: the commit covers
-					// every record produced in the transaction.
+					// EndTransaction does not flush: without it a record
+					// still in flight would race the commit (under KIP-890
+					// its batch then carries a fenced epoch).
+					if err := cl.Flush(ctx); err != nil {
+						setErr(fmt.Errorf("flush transaction: %w", err))
+						return
+					}
 					if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
-						firstErr.CompareAndSwap(nil, fmt.Errorf("commit transaction: %w", err))
+						setErr(fmt.Errorf("commit transaction: %w", err))
 						return
 					}
 					inTxn = 0
 				}
 			}
 			if err := cl.Flush(ctx); err != nil {
-				firstErr.CompareAndSwap(nil, err)
+				setErr(err)
 			}
 		}()
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
 	if n := failed.Load(); n > 0 {
-		return fmt.Errorf("%d of %d records failed, first: %v", n, o.records, firstErr.Load())
+		return fmt.Errorf("%d of %d records failed, first: %v", n, o.records, firstErr)
 	}
-	if err, _ := firstErr.Load().(error); err != nil {
-		return err
+	if firstErr != nil {
+		return firstErr
 	}
 
 	slices.Sort(lat)
