@@ -50,11 +50,16 @@ func (c *Coordinator) addImplicit(ctx context.Context, id string, pid int64, epo
 			if !time.Now().Before(deadline) {
 				return fmt.Errorf("%w: transactional id %q is in %s", ErrConcurrentTransactions, id, rec.State)
 			}
+			// When this broker runs the completion, its end wakes us
+			// at once; else poll Redis with a growing pause.
+			done := c.completing(id)
 			t := time.NewTimer(backoff)
 			select {
 			case <-ctx.Done():
 				t.Stop()
 				return fmt.Errorf("%w: waiting for the last transaction of %q to complete: %v", ErrConcurrentTransactions, id, ctx.Err())
+			case <-done:
+				t.Stop()
 			case <-t.C:
 			}
 			backoff = min(2*backoff, 100*time.Millisecond)
@@ -120,4 +125,19 @@ func (c *Coordinator) adopt(e *entry, rec record, raw string, found bool) {
 	}
 	e.rec, e.raw = rec, raw
 	c.resume(e)
+}
+
+// completing returns a channel closed when this broker's running
+// completion of id ends, or nil (blocks forever in a select) when none
+// runs here.
+func (c *Coordinator) completing(id string) <-chan struct{} {
+	c.mu.Lock()
+	e := c.txns[id]
+	c.mu.Unlock()
+	if e == nil {
+		return nil
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.ending
 }
