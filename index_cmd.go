@@ -136,7 +136,7 @@ func progressPrinter(w io.Writer, what string) func(engine.RebuildProgress) {
 		if p.Final {
 			state = " done"
 		}
-		fmt.Fprintf(w, "%s: %d records, %.1f%% of the high watermarks, %.0f records/s, %.1fs%s\n", what, p.Records, pct, rate, p.Elapsed.Seconds(), state)
+		fmt.Fprintf(w, "%s: %d records, %.1f%% of the way to the last stable offsets, %.0f records/s, %.1fs%s\n", what, p.Records, pct, rate, p.Elapsed.Seconds(), state)
 	}
 }
 

@@ -148,7 +148,7 @@ func TestIndexCommands(t *testing.T) {
 		t.Fatalf("verify: %d\n%s\n%s", code, out, errOut)
 	}
 	code, out, errOut = runCmd("index", "rebuild", "--config", cfgPath)
-	if code != 0 || !strings.Contains(out, "3001 records") || !strings.Contains(errOut, "100.0% of the high watermarks") {
+	if code != 0 || !strings.Contains(out, "3001 records") || !strings.Contains(errOut, "100.0% of the way to the last stable offsets") {
 		t.Fatalf("rebuild: %d\n%s\n%s", code, out, errOut)
 	}
 	code, out, errOut = runCmd("index", "rebuild", "--config", cfgPath, "--topic", "users")
