@@ -165,29 +165,41 @@ func (g *group) loadLocked(ctx context.Context) error {
 	return nil
 }
 
-// Commit handles an OffsetCommit. It returns an error per offset, or an
-// error for the whole commit (group membership checks, Redis failure).
-func (c *Coordinator) Commit(ctx context.Context, req CommitRequest) ([]error, error) {
-	simple := req.Generation < 0 && req.MemberID == "" && req.InstanceID == ""
-	g, err := c.find(ctx, req.Group)
+// groupToCommit finds the group an offset commit (plain or
+// transactional) writes to, with its commitMu held and its offsets
+// loaded. A group this coordinator does not know is made, Empty, for a
+// commit from outside group management (generation -1), as Kafka makes a
+// "simple" group; a member of a generation it never saw must rejoin.
+func (c *Coordinator) groupToCommit(ctx context.Context, name string, generation int32) (*group, error) {
+	g, err := c.find(ctx, name)
 	if err != nil {
 		return nil, err
 	}
 	if g == nil {
-		if req.Generation >= 0 {
-			// A member of a generation this coordinator never saw: it
-			// must rejoin.
-			return nil, fmt.Errorf("%w: group %q has no generation %d", ErrIllegalGeneration, req.Group, req.Generation)
+		if generation >= 0 {
+			return nil, fmt.Errorf("%w: group %q has no generation %d", ErrIllegalGeneration, name, generation)
 		}
-		if g, err = c.findOrCreate(ctx, req.Group); err != nil {
+		if g, err = c.findOrCreate(ctx, name); err != nil {
 			return nil, err
 		}
 	}
 	g.commitMu.Lock()
-	defer g.commitMu.Unlock()
 	if err := g.loadLocked(ctx); err != nil {
+		g.commitMu.Unlock()
 		return nil, err
 	}
+	return g, nil
+}
+
+// Commit handles an OffsetCommit. It returns an error per offset, or an
+// error for the whole commit (group membership checks, Redis failure).
+func (c *Coordinator) Commit(ctx context.Context, req CommitRequest) ([]error, error) {
+	simple := req.Generation < 0 && req.MemberID == "" && req.InstanceID == ""
+	g, err := c.groupToCommit(ctx, req.Group, req.Generation)
+	if err != nil {
+		return nil, err
+	}
+	defer g.commitMu.Unlock()
 	errs := make([]error, len(req.Offsets))
 	g.mu.Lock()
 	if g.gone {

@@ -111,25 +111,11 @@ func (g *group) dropPending(tps []TopicPartition) {
 // the whole commit. Whether the transaction is ongoing and has the group
 // is the transaction coordinator's to check, before.
 func (c *Coordinator) TxnCommit(ctx context.Context, req TxnCommitRequest) ([]error, error) {
-	g, err := c.find(ctx, req.Group)
+	g, err := c.groupToCommit(ctx, req.Group, req.Generation)
 	if err != nil {
 		return nil, err
 	}
-	if g == nil {
-		if req.Generation >= 0 {
-			return nil, fmt.Errorf("%w: group %q has no generation %d", ErrIllegalGeneration, req.Group, req.Generation)
-		}
-		// A producer outside group management: the group is made,
-		// Empty, as Kafka makes a "simple" group.
-		if g, err = c.findOrCreate(ctx, req.Group); err != nil {
-			return nil, err
-		}
-	}
-	g.commitMu.Lock()
 	defer g.commitMu.Unlock()
-	if err := g.loadLocked(ctx); err != nil {
-		return nil, err
-	}
 	g.mu.Lock()
 	if g.gone {
 		g.mu.Unlock()
