@@ -1,11 +1,16 @@
 package schema
 
 import (
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protodesc"
+	"google.golang.org/protobuf/types/descriptorpb"
 )
 
 // subjects is a Resolver over an in-memory set of registered schemas,
@@ -342,4 +347,79 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("a schema is incompatible with itself: %q", why)
 		}
 	})
+}
+
+// TestProtobufSerialized parses a schema and a reference given as
+// base64-encoded FileDescriptorProtos, as confluent-kafka-python registers
+// them: they link like .proto texts and have the same canonical form.
+func TestProtobufSerialized(t *testing.T) {
+	serialize := func(text, name string, resolve Resolver, refs ...Reference) string {
+		t.Helper()
+		p := mustParse(t, Source{Format: Protobuf, Text: text, References: refs}, resolve).(*protoSchema)
+		fdp := protodesc.ToFileDescriptorProto(p.file)
+		fdp.Name = proto.String(name)
+		b, err := proto.Marshal(fdp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return base64.StdEncoding.EncodeToString(b)
+	}
+	geoText := `syntax = "proto3"; package acme; message Geo { double lat = 1; }`
+	orderText := `syntax = "proto3"; package acme; import "acme/geo.proto"; message Order { Geo at = 1; string id = 2; }`
+	ref := Reference{Name: "acme/geo.proto", Subject: "geo", Version: 1}
+	text := subjects{"geo/1": protoSrc(geoText)}
+	textOrder := mustParse(t, Source{Format: Protobuf, Text: orderText, References: []Reference{ref}}, text.resolve)
+
+	b64 := subjects{"geo/1": protoSrc(serialize(geoText, "acme/geo.proto", nil))}
+	orderB64 := serialize(orderText, "whatever.proto", text.resolve, ref)
+	for name, reg := range map[string]subjects{"base64 reference": b64, "text reference": text} {
+		got := mustParse(t, Source{Format: Protobuf, Text: orderB64, References: []Reference{ref}}, reg.resolve).(*protoSchema)
+		if got.Canonical() != textOrder.Canonical() {
+			t.Errorf("%s: the base64 form's canonical form differs from the text's", name)
+		}
+		if f := got.file.Messages().ByName("Order").Fields().ByName("at"); f == nil || f.Message().FullName() != "acme.Geo" {
+			t.Errorf("%s: Order.at not linked to acme.Geo", name)
+		}
+		if why := Check(Full, got, []Schema{textOrder}); why != nil {
+			t.Errorf("%s: %q", name, why)
+		}
+	}
+	// A base64 descriptor that does not link is invalid like a bad text.
+	bad := serialize(`syntax = "proto3"; message A { string a = 1; }`, "x.proto", nil)
+	p := mustParse(t, protoSrc(bad), nil).(*protoSchema)
+	fdp := protodesc.ToFileDescriptorProto(p.file)
+	fdp.MessageType[0].Field[0].TypeName = proto.String(".acme.Nope")
+	fdp.MessageType[0].Field[0].Type = descriptorpb.FieldDescriptorProto_TYPE_MESSAGE.Enum()
+	b, _ := proto.Marshal(fdp)
+	if _, err := Parse(protoSrc(base64.StdEncoding.EncodeToString(b)), nil); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "acme.Nope") {
+		t.Errorf("unlinkable descriptor: %v", err)
+	}
+}
+
+// TestJSONRefNames resolves $refs to references the ways clients name
+// them: relative, relative to the schema's own $id, and absolute.
+func TestJSONRefNames(t *testing.T) {
+	reg := subjects{"addr/1": jsonSrc(`{"type":"object","properties":{"street":{"type":"string"}},"required":["street"]}`)}
+	addr := `{"type":"object","properties":{"street":{"type":"string"}},"required":["street"]}`
+	for _, tc := range []struct{ text, name, inline string }{
+		{`{"properties":{"to":{"$ref":"address.json"}}}`, "address.json", addr},
+		{`{"$id":"https://acme.com/schemas/order.json","properties":{"to":{"$ref":"address.json"}}}`, "address.json", addr},
+		{`{"properties":{"to":{"$ref":"https://acme.com/schemas/address.json"}}}`, "https://acme.com/schemas/address.json", addr},
+		{`{"properties":{"to":{"$ref":"address.json#/properties/street"}}}`, "address.json", `{"type":"string"}`},
+	} {
+		s, err := Parse(Source{Format: JSON, Text: tc.text, References: []Reference{{Name: tc.name, Subject: "addr", Version: 1}}}, reg.resolve)
+		if err != nil {
+			t.Errorf("%s: %v", tc.text, err)
+			continue
+		}
+		if err := s.(*jsonSchema).compiled.Validate(map[string]any{"to": map[string]any{"street": 5}}); err == nil {
+			t.Errorf("%s: the referenced schema was not applied", tc.text)
+		}
+		// The compatibility walk follows the same $ref: the schema with
+		// the reference is the schema with it written inline.
+		inline := mustParse(t, jsonSrc(`{"properties":{"to":`+tc.inline+`}}`), nil)
+		if why := Check(Full, s, []Schema{inline}); why != nil {
+			t.Errorf("%s: not the same as inline: %q", tc.text, why)
+		}
+	}
 }
