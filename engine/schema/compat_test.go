@@ -97,6 +97,7 @@ func TestJSONCompat(t *testing.T) {
 		{"additionalProperties schema: property added", obj(``, `"additionalProperties":{"type":"string"}`), obj(`"b":{"type":"string","maxLength":3}`, `"additionalProperties":{"type":"string"}`),
 			false, true, "maxLength 3 added"},
 		{"required added", obj(`"a":{"type":"string"}`, ""), obj(`"a":{"type":"string"}`, `"required":["a"]`), false, true, `property "a" is required now`},
+		{"enum writer typed by its values", `{"enum":["a","b"]}`, `{"type":"string"}`, true, false, "values restricted"},
 		{"enum value removed", `{"enum":["a","b"]}`, `{"enum":["a"]}`, false, true, `enum value "b" removed`},
 		{"enum to const", `{"enum":["a","b"]}`, `{"const":"a"}`, false, true, `enum value "b" removed`},
 		{"maxLength decreased", `{"type":"string","maxLength":10}`, `{"type":"string","maxLength":5}`, false, true, "maxLength changed from 10 to 5"},

@@ -63,20 +63,66 @@ type jnode struct {
 	refs map[string]any
 }
 
+// jsonMaxReasons bounds the reasons listed; jsonMaxDepth the nesting a
+// walk follows (a $ref cycle against one of another length never meets
+// a pair it has seen before).
+const (
+	jsonMaxReasons = 100
+	jsonMaxDepth   = 2 * maxDepth
+)
+
+// jpath is where a walk is, as a JSON pointer into the reader, built
+// only when a reason is added.
+type jpath struct {
+	up    *jpath
+	seg   string
+	depth int
+}
+
+func (p *jpath) at(segs ...string) *jpath {
+	for _, seg := range segs {
+		d := 1
+		if p != nil {
+			d = p.depth + 1
+		}
+		p = &jpath{up: p, seg: seg, depth: d}
+	}
+	return p
+}
+
+func (p *jpath) String() string {
+	var segs []string
+	for ; p != nil; p = p.up {
+		segs = append(segs, strings.ReplaceAll(strings.ReplaceAll(p.seg, "~", "~0"), "/", "~1"))
+	}
+	slices.Reverse(segs)
+	return strings.Join(append([]string{"#"}, segs...), "/")
+}
+
+// jsonMaxSteps bounds the schema pairs one comparison visits: $refs can
+// make two schemas' walk the product of their sizes.
+const jsonMaxSteps = 100_000
+
 type jsonCompat struct {
-	seen map[[2]uintptr]bool
-	why  []string
+	seen  map[[2]uintptr]bool
+	steps int
+	why   []string
 }
 
 func (s *jsonSchema) canRead(writer Schema) []string {
 	w := writer.(*jsonSchema)
 	c := jsonCompat{seen: map[[2]uintptr]bool{}}
-	c.check("#", jnode{s.doc, s.doc, s.refs}, jnode{w.doc, w.doc, w.refs})
+	c.check(nil, jnode{s.doc, s.doc, s.refs}, jnode{w.doc, w.doc, w.refs})
 	return c.why
 }
 
-func (c *jsonCompat) add(path, format string, args ...any) {
-	c.why = append(c.why, path+": "+fmt.Sprintf(format, args...))
+func (c *jsonCompat) add(path *jpath, format string, args ...any) {
+	switch {
+	case len(c.why) < jsonMaxReasons:
+		c.why = append(c.why, path.String()+": "+fmt.Sprintf(format, args...))
+	case len(c.why) == jsonMaxReasons:
+		c.why = append(c.why, fmt.Sprintf("and more (only the first %d reasons are listed)", jsonMaxReasons))
+	}
 }
 
 // deref follows $ref (local JSON pointers and the schema's references)
@@ -190,6 +236,41 @@ func typeSet(m map[string]any) map[string]bool {
 	return nil
 }
 
+// enumTypes is the set of types of a schema's enum or const values; nil
+// without either.
+func enumTypes(m map[string]any) map[string]bool {
+	var vals []any
+	if e, ok := m["enum"].([]any); ok {
+		vals = e
+	} else if v, ok := m["const"]; ok {
+		vals = []any{v}
+	} else {
+		return nil
+	}
+	set := map[string]bool{}
+	for _, v := range vals {
+		switch x := v.(type) {
+		case nil:
+			set["null"] = true
+		case bool:
+			set["boolean"] = true
+		case string:
+			set["string"] = true
+		case []any:
+			set["array"] = true
+		case map[string]any:
+			set["object"] = true
+		default:
+			if n, ok := number(x); ok && n.IsInt() {
+				set["integer"] = true
+			} else {
+				set["number"] = true
+			}
+		}
+	}
+	return set
+}
+
 func sortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
@@ -207,7 +288,7 @@ func mapID(v any) uintptr {
 }
 
 // check adds why reader r does not accept every instance writer w does.
-func (c *jsonCompat) check(path string, r, w jnode) {
+func (c *jsonCompat) check(path *jpath, r, w jnode) {
 	var rok, wok bool
 	r, rok = deref(r)
 	w, wok = deref(w)
@@ -218,6 +299,17 @@ func (c *jsonCompat) check(path string, r, w jnode) {
 		return
 	}
 	if acceptsAll(r.v) || w.v == false {
+		return
+	}
+	if c.steps++; c.steps == jsonMaxSteps {
+		// Listed even past jsonMaxReasons: it says the list is partial.
+		c.why = append(c.why, fmt.Sprintf("%s: the schemas are too large to compare (over %d subschema pairs)", path, jsonMaxSteps))
+	}
+	if c.steps >= jsonMaxSteps {
+		return
+	}
+	if path != nil && path.depth > jsonMaxDepth {
+		c.add(path, "nested too deeply to compare (over %d levels)", jsonMaxDepth)
 		return
 	}
 	if r.v == false {
@@ -234,6 +326,9 @@ func (c *jsonCompat) check(path string, r, w jnode) {
 	rm, wm := asMap(r.v), asMap(w.v)
 
 	rt, wt := typeSet(rm), typeSet(wm)
+	if wt == nil {
+		wt = enumTypes(wm)
+	}
 	if rt != nil {
 		if wt == nil {
 			c.add(path, "type narrowed from any type to %v", sortedKeys(rt))
@@ -255,12 +350,12 @@ func (c *jsonCompat) check(path string, r, w jnode) {
 
 	for _, k := range jsonUpper {
 		if rv, ok := rm[k]; ok && writes(jsonBoundType[k]) {
-			c.bound(path, k, rv, wm, func(rn, wn int) bool { return wn <= rn })
+			c.bound(path, k, rv, wm, true)
 		}
 	}
 	for _, k := range jsonLower {
 		if rv, ok := rm[k]; ok && writes(jsonBoundType[k]) {
-			c.bound(path, k, rv, wm, func(rn, wn int) bool { return wn >= rn })
+			c.bound(path, k, rv, wm, false)
 		}
 	}
 	if rv, ok := rm["multipleOf"]; ok && writes("number") {
@@ -303,7 +398,7 @@ func orNone(v any) any {
 	return v
 }
 
-func (c *jsonCompat) checkEnum(path string, rm, wm map[string]any) {
+func (c *jsonCompat) checkEnum(path *jpath, rm, wm map[string]any) {
 	values := func(m map[string]any) ([]any, bool) {
 		if e, ok := m["enum"].([]any); ok {
 			return e, true
@@ -333,10 +428,9 @@ func (c *jsonCompat) checkEnum(path string, rm, wm map[string]any) {
 	}
 }
 
-// bound checks one numeric bound k of the reader (rv) against the
-// writer's; ok(cmpReader, cmpWriter) on a comparison result says whether
-// the writer's bound is within the reader's.
-func (c *jsonCompat) bound(path, k string, rv any, wm map[string]any, within func(r, w int) bool) {
+// bound checks the reader's bound k (rv; an upper one or a lower one)
+// against the writer's, which must lie within it.
+func (c *jsonCompat) bound(path *jpath, k string, rv any, wm map[string]any, upper bool) {
 	rn, rok := number(rv)
 	wv, has := wm[k]
 	if !rok {
@@ -351,12 +445,12 @@ func (c *jsonCompat) bound(path, k string, rv any, wm map[string]any, within fun
 		return
 	}
 	wn, wok := number(wv)
-	if !wok || !within(0, wn.Cmp(rn)) {
+	if !wok || (upper && wn.Cmp(rn) > 0) || (!upper && wn.Cmp(rn) < 0) {
 		c.add(path, "%s changed from %s to %s", k, canonicalJSON(wv), canonicalJSON(rv))
 	}
 }
 
-func (c *jsonCompat) checkObject(path string, r, w jnode, rm, wm map[string]any) {
+func (c *jsonCompat) checkObject(path *jpath, r, w jnode, rm, wm map[string]any) {
 	rp, wp := asMap(rm["properties"]), asMap(wm["properties"])
 	rAP, rHas := rm["additionalProperties"]
 	wAP, wHas := wm["additionalProperties"]
@@ -366,9 +460,9 @@ func (c *jsonCompat) checkObject(path string, r, w jnode, rm, wm map[string]any)
 	if !wHas {
 		wAP = true
 	}
-	sub := func(p string, rv, wv any) { c.check(p, jnode{rv, r.root, r.refs}, jnode{wv, w.root, w.refs}) }
+	sub := func(p *jpath, rv, wv any) { c.check(p, jnode{rv, r.root, r.refs}, jnode{wv, w.root, w.refs}) }
 	for _, name := range sortedKeys(wp) {
-		p := path + "/properties/" + name
+		p := path.at("properties", name)
 		if rv, ok := rp[name]; ok {
 			sub(p, rv, wp[name])
 			continue
@@ -384,7 +478,7 @@ func (c *jsonCompat) checkObject(path string, r, w jnode, rm, wm map[string]any)
 		if _, ok := wp[name]; ok {
 			continue
 		}
-		p := path + "/properties/" + name
+		p := path.at("properties", name)
 		switch {
 		case wAP == false:
 			// The writer wrote no such property.
@@ -406,7 +500,7 @@ func (c *jsonCompat) checkObject(path string, r, w jnode, rm, wm map[string]any)
 	case acceptsAll(wAP):
 		c.add(path, "additionalProperties narrowed")
 	default:
-		sub(path+"/additionalProperties", rAP, wAP)
+		sub(path.at("additionalProperties"), rAP, wAP)
 	}
 	wreq := map[string]bool{}
 	if req, ok := wm["required"].([]any); ok {
@@ -425,7 +519,7 @@ func (c *jsonCompat) checkObject(path string, r, w jnode, rm, wm map[string]any)
 	}
 }
 
-func (c *jsonCompat) checkItems(path string, r, w jnode, rm, wm map[string]any) {
+func (c *jsonCompat) checkItems(path *jpath, r, w jnode, rm, wm map[string]any) {
 	ri, rHas := rm["items"]
 	if !rHas {
 		return
@@ -442,5 +536,5 @@ func (c *jsonCompat) checkItems(path string, r, w jnode, rm, wm map[string]any) 
 		}
 		return
 	}
-	c.check(path+"/items", jnode{ri, r.root, r.refs}, jnode{wi, w.root, w.refs})
+	c.check(path.at("items"), jnode{ri, r.root, r.refs}, jnode{wi, w.root, w.refs})
 }

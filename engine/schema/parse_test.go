@@ -286,10 +286,19 @@ func TestHostileInput(t *testing.T) {
 			}
 		})
 	}
-	// Deep but legal protobuf nesting compiles or fails cleanly, in time.
 	within(t, 20*time.Second, "deep proto", func() {
-		if _, err := Parse(protoSrc(deepProto), nil); err != nil && !errors.Is(err, ErrInvalid) {
+		if _, err := Parse(protoSrc(deepProto), nil); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "schema.proto:202:11: nested deeper") {
 			t.Errorf("deep proto: %v", err)
+		}
+		deepOption := "syntax = \"proto2\";\nimport \"google/protobuf/descriptor.proto\";\nextend google.protobuf.MessageOptions { optional M m = 5000; }\nmessage M { optional M m = 1; }\nmessage A { option (m) = " +
+			strings.Repeat("{ m: ", 100000) + strings.Repeat("}", 100000) + "; }"
+		if _, err := Parse(protoSrc(deepOption), nil); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "nested deeper") {
+			t.Errorf("deep option value: %.200v", err)
+		}
+		// Braces in strings and comments do not count.
+		ok := "syntax = \"proto3\";\n// " + strings.Repeat("{", 1000) + "\n/* " + strings.Repeat("(", 1000) + " */\nmessage A { string s = 1 [json_name = \"" + strings.Repeat("[", 1000) + "\"]; }"
+		if _, err := Parse(protoSrc(ok), nil); err != nil {
+			t.Errorf("brackets in comments and strings: %v", err)
 		}
 	})
 	// A recursive JSON Schema and a recursive Avro record compare in time.
@@ -298,6 +307,53 @@ func TestHostileInput(t *testing.T) {
 	loop := mustParse(t, jsonSrc(`{"definitions":{"a":{"$ref":"#/definitions/b"},"b":{"$ref":"#/definitions/a"}},"properties":{"x":{"$ref":"#/definitions/a"}}}`), nil)
 	recAvro := mustParse(t, avroSrc(`{"type":"record","name":"n","fields":[{"name":"next","type":["null","n"]},{"name":"v","type":"int"}]}`), nil)
 	recAvro2 := mustParse(t, avroSrc(`{"type":"record","name":"n","fields":[{"name":"next","type":["null","n"]},{"name":"v","type":"string"}]}`), nil)
+	// Two $ref cycles of coprime lengths make the walk the product of
+	// their sizes, deep and wide: the comparison gives up with a reason,
+	// in time.
+	cycle := func(n int) Schema {
+		var b strings.Builder
+		b.WriteString(`{"$ref":"#/definitions/d0","definitions":{`)
+		for i := range n {
+			if i > 0 {
+				b.WriteString(",")
+			}
+			fmt.Fprintf(&b, `"d%d":{"type":"object","properties":{"next":{"$ref":"#/definitions/d%d"},"v":{"type":"integer","maximum":%d}}}`, i, (i+1)%n, i)
+		}
+		b.WriteString("}}")
+		return mustParse(t, jsonSrc(b.String()), nil)
+	}
+	big1, big2 := cycle(1000), cycle(1001)
+	// wide: every node refers to the next ones from 5 properties.
+	wide := func(n int) Schema {
+		var b strings.Builder
+		b.WriteString(`{"$ref":"#/definitions/d0","definitions":{`)
+		for i := range n {
+			if i > 0 {
+				b.WriteString(",")
+			}
+			fmt.Fprintf(&b, `"d%d":{"type":"object","properties":{`, i)
+			for j := range 5 {
+				if j > 0 {
+					b.WriteString(",")
+				}
+				fmt.Fprintf(&b, `"p%d":{"$ref":"#/definitions/d%d"}`, j, (i*7+1+j*13)%n)
+			}
+			b.WriteString("}}")
+		}
+		b.WriteString("}}")
+		return mustParse(t, jsonSrc(b.String()), nil)
+	}
+	wide1, wide2 := wide(331), wide(337)
+	within(t, 20*time.Second, "product of $ref cycles", func() {
+		why := Check(Backward, big2, []Schema{big1})
+		if len(why) == 0 || !strings.Contains(why[len(why)-1], "nested too deeply to compare") {
+			t.Errorf("product of $ref cycles: %d reasons, last %.300q", len(why), why[len(why)-1:])
+		}
+		why = Check(Backward, wide2, []Schema{wide1})
+		if len(why) == 0 || !strings.Contains(strings.Join(why, "\n"), "too large to compare") {
+			t.Errorf("wide product of $ref cycles: %d reasons, last %.300q", len(why), why[len(why)-1:])
+		}
+	})
 	within(t, 20*time.Second, "recursive schemas", func() {
 		if why := Check(FullTransitive, recJSON2, []Schema{recJSON}); len(why) == 0 {
 			t.Error("recursive JSON: integer to string passed")
