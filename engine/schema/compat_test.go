@@ -109,6 +109,8 @@ func TestJSONCompat(t *testing.T) {
 		{"items type changed", `{"type":"array","items":{"type":"integer"}}`, `{"type":"array","items":{"type":"string"}}`, false, false, "#/items"},
 		{"local ref followed", `{"definitions":{"t":{"type":"integer"}},"properties":{"a":{"$ref":"#/definitions/t"}}}`,
 			`{"$defs":{"t":{"type":"integer","maximum":5}},"properties":{"a":{"$ref":"#/$defs/t"}}}`, false, true, "#/properties/a: maximum 5 added"},
+		{"$ref with a sibling assertion", `{"definitions":{"t":{"type":"string"}},"$ref":"#/definitions/t","maxLength":5}`,
+			`{"definitions":{"t":{"type":"string"}},"$ref":"#/definitions/t","maxLength":3}`, false, false, "cannot be followed changed"},
 		{"oneOf changed", `{"oneOf":[{"type":"string"},{"type":"integer"}]}`, `{"oneOf":[{"type":"string"}]}`, false, false, `"oneOf" changed`},
 		{"oneOf removed", `{"oneOf":[{"type":"string"},{"type":"integer"}]}`, `{}`, true, false, `"oneOf" changed`},
 		{"pattern added", `{"type":"string"}`, `{"type":"string","pattern":"^a"}`, false, true, `"pattern" changed`},

@@ -126,7 +126,9 @@ func (c *jsonCompat) add(path *jpath, format string, args ...any) {
 }
 
 // deref follows $ref (local JSON pointers and the schema's references)
-// until a schema without one; ok is false for one it cannot follow.
+// until a schema without one; ok is false for one it cannot follow (an
+// anchor, an unknown URL, a cycle of $refs, a $ref with assertions beside
+// it).
 func deref(n jnode) (jnode, bool) {
 	for range 32 {
 		m, isMap := n.v.(map[string]any)
@@ -136,6 +138,13 @@ func deref(n jnode) (jnode, bool) {
 		ref, isRef := m["$ref"].(string)
 		if !isRef {
 			return n, true
+		}
+		for k := range m {
+			if k != "$ref" && !jsonAnnotations[k] {
+				// Draft 2019+ applies a $ref's siblings too (draft 7
+				// ignores them): compare such a node by equality.
+				return n, false
+			}
 		}
 		loc, frag, _ := strings.Cut(ref, "#")
 		doc := n.root

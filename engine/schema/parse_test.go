@@ -228,7 +228,7 @@ func TestReferences(t *testing.T) {
 		t.Errorf("changed referenced JSON schema: %q", why)
 	}
 
-	// Refusals: missing, cyclic, of another format, naming no type.
+	// Refusals: missing, cyclic, of another format, a type no reference defines.
 	reg["cyc-a/1"] = Source{Format: Avro, Text: `"int"`, References: []Reference{{Name: "B", Subject: "cyc-b", Version: 1}}}
 	reg["cyc-b/1"] = Source{Format: Avro, Text: `"int"`, References: []Reference{{Name: "A", Subject: "cyc-a", Version: 1}}}
 	for _, tc := range []struct {
@@ -238,8 +238,7 @@ func TestReferences(t *testing.T) {
 		{Source{Format: Avro, Text: `"com.acme.Nope"`, References: []Reference{{Name: "com.acme.Nope", Subject: "nope", Version: 1}}}, "not found"},
 		{Source{Format: Avro, Text: `"int"`, References: []Reference{{Name: "A", Subject: "cyc-a", Version: 1}}}, "cycle"},
 		{Source{Format: JSON, Text: `{"$ref":"geo.json"}`, References: []Reference{{Name: "geo.json", Subject: "geo", Version: 1}}}, "is AVRO, not JSON"},
-		{Source{Format: Avro, Text: `"com.acme.Other"`, References: []Reference{{Name: "com.acme.Other", Subject: "geo", Version: 1}}}, "defines no named type"},
-		{Source{Format: Avro, Text: `"int"`, References: []Reference{{Name: "x", Subject: "geo", Version: 1}}}, ""},
+		{Source{Format: Avro, Text: `"com.acme.Other"`, References: []Reference{{Name: "com.acme.Other", Subject: "geo", Version: 1}}}, "com.acme.Other"},
 	} {
 		_, err := Parse(tc.src, reg.resolve)
 		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
