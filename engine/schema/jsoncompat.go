@@ -99,14 +99,16 @@ func (p *jpath) String() string {
 	return strings.Join(append([]string{"#"}, segs...), "/")
 }
 
-// jsonMaxSteps bounds the schema pairs one comparison visits: $refs can
-// make two schemas' walk the product of their sizes.
+// jsonMaxSteps bounds the work of one comparison, in schema pairs
+// visited (and bytes rendered, see canon): $refs can make two schemas'
+// walk the product of their sizes.
 const jsonMaxSteps = 100_000
 
 type jsonCompat struct {
-	seen  map[[2]uintptr]bool
-	steps int
-	why   []string
+	seen   map[[2]uintptr]bool
+	steps  int
+	gaveUp bool
+	why    []string
 }
 
 func (s *jsonSchema) canRead(writer Schema) []string {
@@ -114,6 +116,15 @@ func (s *jsonSchema) canRead(writer Schema) []string {
 	c := jsonCompat{seen: map[[2]uintptr]bool{}}
 	c.check(nil, jnode{s.doc, s.doc, s.refs}, jnode{w.doc, w.doc, w.refs})
 	return c.why
+}
+
+// canon renders v for a comparison, counting the work against
+// jsonMaxSteps (a step per 64 bytes): a large subschema compared at many
+// nodes would otherwise be re-rendered without bound.
+func (c *jsonCompat) canon(v any) string {
+	s := canonicalJSON(v)
+	c.steps += len(s) / 64
+	return s
 }
 
 func (c *jsonCompat) add(path *jpath, format string, args ...any) {
@@ -298,23 +309,24 @@ func mapID(v any) uintptr {
 
 // check adds why reader r does not accept every instance writer w does.
 func (c *jsonCompat) check(path *jpath, r, w jnode) {
+	if c.steps++; c.steps >= jsonMaxSteps {
+		if !c.gaveUp {
+			c.gaveUp = true
+			// Listed even past jsonMaxReasons: it says the list is partial.
+			c.why = append(c.why, fmt.Sprintf("%s: the schemas are too large to compare (over %d steps)", path, jsonMaxSteps))
+		}
+		return
+	}
 	var rok, wok bool
 	r, rok = deref(r)
 	w, wok = deref(w)
 	if !rok || !wok {
-		if canonicalJSON(r.v) != canonicalJSON(w.v) {
+		if c.canon(r.v) != c.canon(w.v) {
 			c.add(path, "a $ref that cannot be followed changed")
 		}
 		return
 	}
 	if acceptsAll(r.v) || w.v == false {
-		return
-	}
-	if c.steps++; c.steps == jsonMaxSteps {
-		// Listed even past jsonMaxReasons: it says the list is partial.
-		c.why = append(c.why, fmt.Sprintf("%s: the schemas are too large to compare (over %d subschema pairs)", path, jsonMaxSteps))
-	}
-	if c.steps >= jsonMaxSteps {
 		return
 	}
 	if path != nil && path.depth > jsonMaxDepth {
@@ -382,7 +394,7 @@ func (c *jsonCompat) check(path *jpath, r, w jnode) {
 		if jsonAnnotations[k] || jsonHandled[k] {
 			continue
 		}
-		if canonicalJSON(rm[k]) != canonicalJSON(wm[k]) {
+		if c.canon(rm[k]) != c.canon(wm[k]) {
 			c.add(path, "%q changed (compatible only when unchanged)", k)
 		}
 	}
@@ -423,15 +435,16 @@ func (c *jsonCompat) checkEnum(path *jpath, rm, wm map[string]any) {
 	}
 	wv, wok := values(wm)
 	if !wok {
-		c.add(path, "values restricted to %s now", canonicalJSON(rv))
+		c.add(path, "values restricted to %s now", c.canon(rv))
 		return
 	}
+	c.steps += (len(rv) + len(wv)) / 8
 	have := map[string]bool{}
 	for _, v := range rv {
-		have[canonicalJSON(v)] = true
+		have[c.canon(v)] = true
 	}
 	for _, v := range wv {
-		if s := canonicalJSON(v); !have[s] {
+		if s := c.canon(v); !have[s] {
 			c.add(path, "enum value %s removed", s)
 		}
 	}
@@ -444,18 +457,18 @@ func (c *jsonCompat) bound(path *jpath, k string, rv any, wm map[string]any, upp
 	wv, has := wm[k]
 	if !rok {
 		// Draft 4's boolean exclusiveMaximum/Minimum: equality only.
-		if canonicalJSON(rv) != canonicalJSON(wv) {
-			c.add(path, "%s changed from %s to %s", k, canonicalJSON(orNone(wv)), canonicalJSON(rv))
+		if c.canon(rv) != c.canon(wv) {
+			c.add(path, "%s changed from %s to %s", k, c.canon(orNone(wv)), c.canon(rv))
 		}
 		return
 	}
 	if !has {
-		c.add(path, "%s %s added", k, canonicalJSON(rv))
+		c.add(path, "%s %s added", k, c.canon(rv))
 		return
 	}
 	wn, wok := number(wv)
 	if !wok || (upper && wn.Cmp(rn) > 0) || (!upper && wn.Cmp(rn) < 0) {
-		c.add(path, "%s changed from %s to %s", k, canonicalJSON(wv), canonicalJSON(rv))
+		c.add(path, "%s changed from %s to %s", k, c.canon(wv), c.canon(rv))
 	}
 }
 
@@ -540,7 +553,7 @@ func (c *jsonCompat) checkItems(path *jpath, r, w jnode, rm, wm map[string]any) 
 	_, rTuple := ri.([]any)
 	_, wTuple := wi.([]any)
 	if rTuple || wTuple {
-		if canonicalJSON(ri) != canonicalJSON(wi) {
+		if c.canon(ri) != c.canon(wi) {
 			c.add(path, "tuple \"items\" changed (compatible only when unchanged)")
 		}
 		return

@@ -275,6 +275,9 @@ func TestHostileInput(t *testing.T) {
 		{"deep json", jsonSrc(deepJSON), nil, "nested deeper"},
 		{"deep brackets in a string are fine but the rest is not JSON", jsonSrc(`"` + strings.Repeat("[", 10000) + `"`), nil, "a string"},
 		{"huge", avroSrc(huge), nil, "over the limit"},
+		{"huge exponents", jsonSrc(`{"properties":{` + strings.Repeat(`"p":{"maximum":1e999999},`, 200) + `"q":{}}}`), nil, "exponent out of range"},
+		{"long numbers", jsonSrc(`{"maximum":1` + strings.Repeat("0", 100000) + `}`), nil, "longer than 100 characters"},
+		{"avro default", avroSrc(`{"type":"record","name":"r","fields":[{"name":"a","type":"double","default":1e-999999}]}`), nil, "exponent out of range"},
 		{"reference chain", Source{Format: JSON, Text: `true`, References: []Reference{{Name: "s1.json", Subject: "s1", Version: 1}}}, chain.resolve, "more than 100 references"},
 		{"import itself", Source{Format: Protobuf, Text: `syntax = "proto3";`, References: []Reference{{Name: "me.proto", Subject: "me", Version: 1}}}, self.resolve, "cycle"},
 	} {
@@ -323,14 +326,14 @@ func TestHostileInput(t *testing.T) {
 	}
 	big1, big2 := cycle(1000), cycle(1001)
 	// wide: every node refers to the next ones from 5 properties.
-	wide := func(n int) Schema {
+	wide := func(n int, extra string) Schema {
 		var b strings.Builder
 		b.WriteString(`{"$ref":"#/definitions/d0","definitions":{`)
 		for i := range n {
 			if i > 0 {
 				b.WriteString(",")
 			}
-			fmt.Fprintf(&b, `"d%d":{"type":"object","properties":{`, i)
+			fmt.Fprintf(&b, `"d%d":{"type":"object",%s"properties":{`, i, extra)
 			for j := range 5 {
 				if j > 0 {
 					b.WriteString(",")
@@ -342,11 +345,22 @@ func TestHostileInput(t *testing.T) {
 		b.WriteString("}}")
 		return mustParse(t, jsonSrc(b.String()), nil)
 	}
-	wide1, wide2 := wide(331), wide(337)
+	wide1, wide2 := wide(331, ""), wide(337, "")
+	// heavy: and every node has a large enum and allOf to compare.
+	var values []string
+	for i := range 1000 {
+		values = append(values, fmt.Sprint(i))
+	}
+	enum := `"enum":[` + strings.Join(values, ",") + `],"allOf":[{"enum":[` + strings.Join(values, ",") + `]}],`
+	heavy1, heavy2 := wide(31, enum), wide(37, enum)
 	within(t, 20*time.Second, "product of $ref cycles", func() {
 		why := Check(Backward, big2, []Schema{big1})
 		if len(why) == 0 || !strings.Contains(why[len(why)-1], "nested too deeply to compare") {
 			t.Errorf("product of $ref cycles: %d reasons, last %.300q", len(why), why[len(why)-1:])
+		}
+		why = Check(Backward, heavy2, []Schema{heavy1})
+		if len(why) == 0 || !strings.Contains(strings.Join(why, "\n"), "too large to compare") {
+			t.Errorf("heavy product of $ref cycles: %d reasons, last %.300q", len(why), why[len(why)-1:])
 		}
 		why = Check(Backward, wide2, []Schema{wide1})
 		if len(why) == 0 || !strings.Contains(strings.Join(why, "\n"), "too large to compare") {
