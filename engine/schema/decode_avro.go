@@ -42,7 +42,7 @@ func (s *avroSchema) compiled() *avroCompiled {
 	s.once.Do(func() {
 		s.comp = &avroCompiled{}
 		if root := resolveAvro(s.s); root != nil && root.Type() == avro.Record {
-			s.comp.root = compileAvro(root, root.(*avro.RecordSchema).Name(), root.(*avro.RecordSchema).Doc(), map[string]bool{}, 0)
+			s.comp.root = compileAvro(root, root.(*avro.RecordSchema).Name(), root.(*avro.RecordSchema).Doc(), newShapeCtx[string](), 0)
 		}
 	})
 	return s.comp
@@ -79,36 +79,36 @@ func avroLogical(s avro.Schema) (avro.LogicalType, int) {
 // compileAvro builds the node and Field of s. visiting holds the named
 // records on the path from the root: meeting one again is recursion,
 // which becomes KindJSON below its first level.
-func compileAvro(s avro.Schema, name, doc string, visiting map[string]bool, depth int) *avroNode {
+func compileAvro(s avro.Schema, name, doc string, c *shapeCtx[string], depth int) *avroNode {
 	s = resolveAvro(s)
 	n := &avroNode{s: s, typ: s.Type()}
 	n.logic, n.scale = avroLogical(s)
 	n.f = &Field{Name: name, Doc: doc}
-	if depth > maxShapeDepth {
+	if depth > maxShapeDepth || !c.spend() {
 		n.f.Kind = KindJSON
 		return n
 	}
 	switch t := s.(type) {
 	case *avro.RecordSchema:
-		if visiting[t.FullName()] {
+		if c.visiting[t.FullName()] {
 			n.f.Kind = KindJSON
 			return n
 		}
-		visiting[t.FullName()] = true
-		defer delete(visiting, t.FullName())
+		c.visiting[t.FullName()] = true
+		defer delete(c.visiting, t.FullName())
 		n.f.Kind = KindStruct
 		for _, fd := range t.Fields() {
-			c := compileAvro(fd.Type(), fd.Name(), fd.Doc(), visiting, depth+1)
-			n.fields = append(n.fields, c)
-			n.f.Fields = append(n.f.Fields, c.f)
+			sub := compileAvro(fd.Type(), fd.Name(), fd.Doc(), c, depth+1)
+			n.fields = append(n.fields, sub)
+			n.f.Fields = append(n.f.Fields, sub.f)
 		}
 	case *avro.ArraySchema:
 		n.f.Kind = KindList
-		n.elem = compileAvro(t.Items(), "element", "", visiting, depth+1)
+		n.elem = compileAvro(t.Items(), "element", "", c, depth+1)
 		n.f.Elem = n.elem.f
 	case *avro.MapSchema:
 		n.f.Kind = KindMap
-		n.elem = compileAvro(t.Values(), "value", "", visiting, depth+1)
+		n.elem = compileAvro(t.Values(), "value", "", c, depth+1)
 		n.f.Elem = n.elem.f
 	case *avro.UnionSchema:
 		types := t.Types()
@@ -127,7 +127,8 @@ func compileAvro(s avro.Schema, name, doc string, visiting map[string]bool, dept
 			n.f.Kind = KindJSON // several types, or only null
 			return n
 		}
-		n.elem = compileAvro(types[other], name, doc, visiting, depth)
+		c.left++ // the union is its branch: one field, not two
+		n.elem = compileAvro(types[other], name, doc, c, depth)
 		n.f = n.elem.f
 	case *avro.EnumSchema:
 		n.f.Kind = KindString
@@ -226,9 +227,12 @@ type avroReader struct {
 	b   []byte
 	i   int
 	err error
-	// items counts array and map elements left to decode in the whole
-	// value: the payload's bytes (every element of non-zero width takes
-	// one at least) plus a little for zero-width elements.
+	// items counts the array and map elements and record fields left to
+	// decode in the whole value: the payload's bytes (every one of
+	// non-zero width takes one at least) plus a little for zero-width ones
+	// (nulls, empty records), so that neither a count nor a schema whose
+	// named types nest into a huge tree can make a few bytes decode for
+	// long.
 	items int64
 }
 
@@ -332,11 +336,19 @@ func (d *avroReader) block() int64 {
 	if d.err != nil {
 		return 0
 	}
-	if d.items -= n; d.items < 0 {
-		d.fail("more array or map elements than the payload can hold")
+	if !d.spend(n) {
 		return 0
 	}
 	return n
+}
+
+// spend takes n elements or fields from the value's budget.
+func (d *avroReader) spend(n int64) bool {
+	if d.items -= n; d.items < 0 {
+		d.fail("more array or map elements and record fields than the payload can hold")
+		return false
+	}
+	return true
 }
 
 func (d *avroReader) fixedSize(s avro.Schema) int64 {
@@ -369,6 +381,9 @@ func (d *avroReader) typed(n *avroNode, depth int) any {
 		}
 		return d.typed(n.elem, depth+1)
 	case avro.Record:
+		if !d.spend(int64(len(n.fields))) {
+			return nil
+		}
 		m := make(map[string]any, len(n.fields))
 		for _, c := range n.fields {
 			m[c.f.Name] = d.typed(c, depth+1)
@@ -501,6 +516,9 @@ func (d *avroReader) appendJSON(dst []byte, s avro.Schema, depth int) []byte {
 	logic, scale := avroLogical(s)
 	switch t := s.(type) {
 	case *avro.RecordSchema:
+		if !d.spend(int64(len(t.Fields()))) {
+			return dst
+		}
 		dst = append(dst, '{')
 		for i, f := range t.Fields() {
 			if i > 0 {

@@ -2,6 +2,7 @@ package schema
 
 import (
 	"encoding/json"
+	"fmt"
 	"math/big"
 	"reflect"
 	"strings"
@@ -176,4 +177,37 @@ func avroLong(dst []byte, v int64) []byte {
 		u >>= 7
 	}
 	return append(dst, byte(u))
+}
+
+// TestAvroSchemaBombs: named types reused level after level make a tree
+// of 2^40 fields from a short text; the Shape stops at its budget and a
+// value of zero-width fields stops at the payload's.
+func TestAvroSchemaBombs(t *testing.T) {
+	var b strings.Builder
+	const levels = 40
+	b.WriteString(`{"type":"record","name":"L0","fields":[{"name":"a","type":"null"}]}`)
+	for i := 1; i <= levels; i++ {
+		prev := b.String()
+		b.Reset()
+		fmt.Fprintf(&b, `{"type":"record","name":"L%d","fields":[{"name":"x","type":%s},{"name":"y","type":"L%d"}]}`, i, prev, i-1)
+	}
+	s := avroOf(t, b.String())
+	fields := 0
+	var count func(f *Field)
+	count = func(f *Field) {
+		fields++
+		for _, c := range f.Fields {
+			count(c)
+		}
+	}
+	count(s.Shape())
+	if fields > 3*maxShapeFields { // the budget, plus a KindJSON leaf for each field of the records open when it ran out
+		t.Errorf("shape of %d fields", fields)
+	}
+	if _, err := s.Decode(nil); err == nil || !strings.Contains(err.Error(), "payload can hold") {
+		t.Errorf("Decode of a bomb: %v", err)
+	}
+	if _, err := s.JSON(nil); err == nil || !strings.Contains(err.Error(), "payload can hold") {
+		t.Errorf("JSON of a bomb: %v", err)
+	}
 }

@@ -26,11 +26,12 @@ import (
 type jsonWalk struct {
 	s     *jsonSchema
 	order map[string][]string // JSON pointer of an object in the main document -> its keys in order
+	left  int                 // fields left in the budget (maxShapeFields)
 }
 
 func (s *jsonSchema) Shape() *Field {
 	s.once.Do(func() {
-		w := &jsonWalk{s: s, order: keyOrder(s.src.Text)}
+		w := &jsonWalk{s: s, order: keyOrder(s.src.Text), left: maxShapeFields}
 		root, ok := s.doc.(map[string]any)
 		if !ok {
 			return
@@ -109,7 +110,7 @@ func (w *jsonWalk) shape(node map[string]any, ptr string, main bool, name, doc s
 		doc = d
 	}
 	f := &Field{Name: name, Doc: doc, Kind: KindJSON}
-	if depth > maxShapeDepth {
+	if w.left--; depth > maxShapeDepth || w.left < 0 {
 		return f
 	}
 	if ref, ok := node["$ref"].(string); ok {
@@ -213,6 +214,9 @@ func (w *jsonWalk) resolve(ref string, main bool) (map[string]any, string, bool)
 	default:
 		d, ok := w.s.refs[base]
 		if !ok {
+			d, ok = refByLastSegment(w.s.refs, base)
+		}
+		if !ok {
 			return nil, "", false
 		}
 		doc, main = d, false
@@ -232,6 +236,21 @@ func (w *jsonWalk) resolve(ref string, main bool) (map[string]any, string, bool)
 	}
 	m, ok := node.(map[string]any)
 	return m, frag, main && ok
+}
+
+// refByLastSegment finds the one reference whose name ends in the same
+// path segment as url (a $ref relative to a schema's $id names its
+// reference so); false when none or several do.
+func refByLastSegment(refs map[string]any, url string) (any, bool) {
+	want := url[strings.LastIndexByte(url, '/')+1:]
+	var found any
+	n := 0
+	for name, doc := range refs {
+		if name[strings.LastIndexByte(name, '/')+1:] == want {
+			found, n = doc, n+1
+		}
+	}
+	return found, n == 1
 }
 
 // Decode decodes a JSON payload into the types of Shape.

@@ -20,6 +20,7 @@ const jsonAll = `{
   "addr": {"$ref": "#/definitions/Address"},
   "home": {"$ref": "#/$defs/Home"},
   "other": {"$ref": "other.json"},
+  "far": {"$ref": "https://example.com/schemas/far.json#/definitions/F"},
   "tree": {"$ref": "#/definitions/Tree"},
   "either": {"anyOf": [{"type": "string"}, {"type": "integer"}]},
   "free": {},
@@ -32,12 +33,15 @@ const jsonAll = `{
  "$defs": {"Home": {"properties": {"rooms": {"type": "integer"}}}}
 }`
 
-var jsonRefs = map[string]string{"other.json": `{"type":"object","properties":{"b":{"type":"string"},"a":{"type":"number"}}}`}
+var jsonRefs = map[string]string{
+	"other.json": `{"type":"object","properties":{"b":{"type":"string"},"a":{"type":"number"}}}`,
+	"far.json":   `{"definitions":{"F":{"type":"boolean"}}}`,
+}
 
 func TestJSONSchemaShape(t *testing.T) {
 	s := jsonOf(t, jsonAll, jsonRefs)
 	want := ":struct{zeta:string count:int64 ratio:float64 ok:bool when:string tags:list[element:string] attrs:map[value:int64] " +
-		"addr:struct{street:string no:int64} home:struct{rooms:int64} other:struct{a:float64 b:string} " +
+		"addr:struct{street:string no:int64} home:struct{rooms:int64} other:struct{a:float64 b:string} far:bool " +
 		"tree:struct{kids:list[element:json]} either:json free:json multi:json}"
 	if got := shapeString(s.Shape()); got != want {
 		t.Fatalf("shape\n got %s\nwant %s", got, want)
@@ -56,7 +60,7 @@ func TestJSONSchemaDecode(t *testing.T) {
 	s := jsonOf(t, jsonAll, jsonRefs)
 	payload := `{"zeta":"z","count":12345678901,"ratio":0.5,"ok":true,"when":"2024-01-02T03:04:05.123456789+01:00",
 		"tags":["a","b"],"attrs":{"x":1,"y":2.0},"addr":{"street":"Main","no":"not a number"},"home":{"rooms":3},
-		"other":{"a":1e3,"b":"B"},"tree":{"kids":[{"kids":[]}]},"either":7,"free":{"q":[1,true]},"multi":"m","extra":1}`
+		"other":{"a":1e3,"b":"B"},"far":true,"tree":{"kids":[{"kids":[]}]},"either":7,"free":{"q":[1,true]},"multi":"m","extra":1}`
 	got, err := s.Decode([]byte(payload))
 	if err != nil {
 		t.Fatal(err)
@@ -65,7 +69,7 @@ func TestJSONSchemaDecode(t *testing.T) {
 		"zeta": "z", "count": int64(12345678901), "ratio": 0.5, "ok": true, "when": "2024-01-02T03:04:05.123456789+01:00",
 		"tags": []any{"a", "b"}, "attrs": map[string]any{"x": int64(1), "y": int64(2)},
 		"addr": map[string]any{"street": "Main", "no": nil}, "home": map[string]any{"rooms": int64(3)},
-		"other": map[string]any{"a": 1000.0, "b": "B"}, "tree": map[string]any{"kids": []any{`{"kids":[]}`}},
+		"other": map[string]any{"a": 1000.0, "b": "B"}, "far": true, "tree": map[string]any{"kids": []any{`{"kids":[]}`}},
 		"either": "7", "free": `{"q":[1,true]}`, "multi": `"m"`,
 	}
 	if !reflect.DeepEqual(got, want) {

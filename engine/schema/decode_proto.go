@@ -53,7 +53,7 @@ func (s *protoSchema) compiled() *protoCompiled {
 			return
 		}
 		s.comp.md = s.file.Messages().Get(0)
-		s.comp.root = compileProtoMessage(s.comp.md, string(s.comp.md.Name()), "", map[protoreflect.FullName]bool{}, 0)
+		s.comp.root = compileProtoMessage(s.comp.md, string(s.comp.md.Name()), "", newShapeCtx[protoreflect.FullName](), 0)
 	})
 	return s.comp
 }
@@ -63,7 +63,7 @@ func protoDoc(d protoreflect.Descriptor) string {
 	return strings.TrimSpace(loc.LeadingComments)
 }
 
-func compileProtoMessage(md protoreflect.MessageDescriptor, name, doc string, visiting map[protoreflect.FullName]bool, depth int) *protoNode {
+func compileProtoMessage(md protoreflect.MessageDescriptor, name, doc string, c *shapeCtx[protoreflect.FullName], depth int) *protoNode {
 	n := &protoNode{kind: protoreflect.MessageKind, f: &Field{Name: name, Doc: doc}}
 	fn := md.FullName()
 	switch {
@@ -72,41 +72,41 @@ func compileProtoMessage(md protoreflect.MessageDescriptor, name, doc string, vi
 		return n
 	case protoWrappers[fn] != 0:
 		n.f.Kind, n.wkt = protoWrappers[fn], string(fn)
-		n.elem = compileProtoField(md.Fields().ByNumber(1), visiting, depth+1)
+		n.elem = compileProtoField(md.Fields().ByNumber(1), c, depth+1)
 		return n
 	case strings.HasPrefix(string(fn), "google.protobuf.") && (fn.Name() == "Struct" || fn.Name() == "Value" || fn.Name() == "ListValue" || fn.Name() == "Any"):
 		n.f.Kind = KindJSON // free-form: protojson says it best
 		return n
-	case visiting[fn] || depth > maxShapeDepth:
+	case c.visiting[fn] || depth > maxShapeDepth || !c.spend():
 		n.f.Kind = KindJSON
 		return n
 	}
-	visiting[fn] = true
-	defer delete(visiting, fn)
+	c.visiting[fn] = true
+	defer delete(c.visiting, fn)
 	n.f.Kind = KindStruct
 	fds := md.Fields()
 	for i := range fds.Len() {
-		c := compileProtoField(fds.Get(i), visiting, depth+1)
-		n.fields = append(n.fields, c)
-		n.f.Fields = append(n.f.Fields, c.f)
+		sub := compileProtoField(fds.Get(i), c, depth+1)
+		n.fields = append(n.fields, sub)
+		n.f.Fields = append(n.f.Fields, sub.f)
 	}
 	return n
 }
 
-func compileProtoField(fd protoreflect.FieldDescriptor, visiting map[protoreflect.FullName]bool, depth int) *protoNode {
+func compileProtoField(fd protoreflect.FieldDescriptor, c *shapeCtx[protoreflect.FullName], depth int) *protoNode {
 	name, doc := string(fd.Name()), protoDoc(fd)
 	var n *protoNode
 	switch {
 	case fd.IsMap():
 		n = &protoNode{f: &Field{Name: name, Doc: doc, Kind: KindMap}}
-		n.elem = compileProtoValue(fd.MapValue(), "value", "", visiting, depth+1)
+		n.elem = compileProtoValue(fd.MapValue(), "value", "", c, depth+1)
 		n.f.Elem = n.elem.f
 	case fd.IsList():
 		n = &protoNode{f: &Field{Name: name, Doc: doc, Kind: KindList}}
-		n.elem = compileProtoValue(fd, "element", "", visiting, depth+1)
+		n.elem = compileProtoValue(fd, "element", "", c, depth+1)
 		n.f.Elem = n.elem.f
 	default:
-		n = compileProtoValue(fd, name, doc, visiting, depth)
+		n = compileProtoValue(fd, name, doc, c, depth)
 	}
 	n.fd = fd
 	return n
@@ -114,9 +114,9 @@ func compileProtoField(fd protoreflect.FieldDescriptor, visiting map[protoreflec
 
 // compileProtoValue compiles one value of fd's kind (an element, for a
 // repeated field).
-func compileProtoValue(fd protoreflect.FieldDescriptor, name, doc string, visiting map[protoreflect.FullName]bool, depth int) *protoNode {
+func compileProtoValue(fd protoreflect.FieldDescriptor, name, doc string, c *shapeCtx[protoreflect.FullName], depth int) *protoNode {
 	if fd.Kind() == protoreflect.MessageKind || fd.Kind() == protoreflect.GroupKind {
-		n := compileProtoMessage(fd.Message(), name, doc, visiting, depth)
+		n := compileProtoMessage(fd.Message(), name, doc, c, depth)
 		n.fd = fd
 		return n
 	}

@@ -12,6 +12,30 @@ import (
 // it; what lies deeper becomes one KindJSON column.
 const maxShapeDepth = 32
 
+// maxShapeFields bounds the fields of one Shape: named types reused
+// across a schema make a tree exponentially larger than its text (a
+// record of two B, each of two C, ...); past the budget, fields become
+// KindJSON.
+const maxShapeFields = 10000
+
+// shapeCtx is what building one Shape carries along: the named types on
+// the path from the root (meeting one again is recursion) and the
+// fields left in the budget.
+type shapeCtx[K comparable] struct {
+	visiting map[K]bool
+	left     int
+}
+
+func newShapeCtx[K comparable]() *shapeCtx[K] {
+	return &shapeCtx[K]{visiting: map[K]bool{}, left: maxShapeFields}
+}
+
+// spend takes one field from the budget; false when it is spent.
+func (c *shapeCtx[K]) spend() bool {
+	c.left--
+	return c.left >= 0
+}
+
 // maxValueDepth bounds how deep a decoded value nests (a recursive schema
 // admits values of any depth, one payload byte per level).
 const maxValueDepth = 512
