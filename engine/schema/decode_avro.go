@@ -364,22 +364,27 @@ func (d *avroReader) typed(n *avroNode, depth int) any {
 		d.fail("value nested deeper than %d levels", maxValueDepth)
 		return nil
 	}
+	if n.typ == avro.Union {
+		// A null is nil whatever the union; another branch is typed
+		// through the nullable union's element, or is the JSON text of
+		// the branch's value in a union of several types.
+		types := n.s.(*avro.UnionSchema).Types()
+		i := d.long()
+		if d.err == nil && (i < 0 || i >= int64(len(types))) {
+			d.fail("union branch %d of %d", i, len(types))
+		}
+		switch {
+		case d.err != nil || types[i].Type() == avro.Null:
+			return nil
+		case n.elem != nil:
+			return d.typed(n.elem, depth+1)
+		}
+		return nilOr(d, string(d.appendJSON(nil, types[i], depth+1)))
+	}
 	if n.f.Kind == KindJSON {
-		return string(d.appendJSON(nil, n.s, depth))
+		return nilOr(d, string(d.appendJSON(nil, n.s, depth)))
 	}
 	switch n.typ {
-	case avro.Union:
-		i := d.long()
-		switch {
-		case d.err != nil:
-			return nil
-		case i == int64(n.null):
-			return nil
-		case i < 0 || i >= int64(len(n.s.(*avro.UnionSchema).Types())):
-			d.fail("union branch %d of %d", i, len(n.s.(*avro.UnionSchema).Types()))
-			return nil
-		}
-		return d.typed(n.elem, depth+1)
 	case avro.Record:
 		if !d.spend(int64(len(n.fields))) {
 			return nil

@@ -112,6 +112,19 @@ func TestAvroDecodeAndJSON(t *testing.T) {
 	if !json.Valid(js) {
 		t.Error("JSON is not valid")
 	}
+
+	// Nulls of a union of several types and of a recursive type are nil,
+	// not the JSON text "null".
+	in["multi"], in["next"] = nil, nil
+	if payload, err = avro.Marshal(s.s, in); err != nil {
+		t.Fatal(err)
+	}
+	if got, err = s.Decode(payload); err != nil {
+		t.Fatal(err)
+	}
+	if m := got.(map[string]any); m["multi"] != nil || m["next"] != nil {
+		t.Errorf("nulls: multi %#v, next %#v", m["multi"], m["next"])
+	}
 }
 
 func TestAvroDecimalText(t *testing.T) {
