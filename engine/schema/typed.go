@@ -228,15 +228,16 @@ func (p *convPlan) apply(v any) any {
 		if !ok {
 			return nil
 		}
-		out := make(map[string]any, len(p.fields))
+		// In place: the decoded value is ours, and the merged shape has
+		// every field of every version, so no key is left over.
 		for _, f := range p.fields {
 			if f.plan == nil {
-				out[f.name] = nil
-			} else {
-				out[f.name] = f.plan.apply(m[f.name])
+				m[f.name] = nil
+			} else if f.plan.op != opCopy {
+				m[f.name] = f.plan.apply(m[f.name])
 			}
 		}
-		return out
+		return m
 	case opList:
 		l, ok := v.([]any)
 		if !ok {
