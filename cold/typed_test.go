@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http/httptest"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -15,6 +17,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/iceberg-go"
+	iceio "github.com/apache/iceberg-go/io"
 
 	"github.com/korvet/korvet/engine/record"
 	"github.com/korvet/korvet/engine/schema"
@@ -351,102 +354,114 @@ func scanTyped(t *testing.T, s *Store, topic string) (map[int64][]byte, map[int6
 // every level survive, undecodable values have null typed columns, and
 // the raw values and korvet's own reads stay byte-exact.
 func TestTypedColumns(t *testing.T) {
-	eachBackend(t, func(t *testing.T, b backend) {
-		s := openStore(t, b.cfg)
-		ctx := ctxT(t)
-		cur := testTyped(false)
-		s.SetTyped(func(_ context.Context, topic string) (*schema.Typed, error) {
-			if topic != "typed" {
-				return nil, nil
-			}
-			return cur, nil
-		})
-		seg1 := typedRecords(0, false)
-		f1, err := s.Archive(ctx, ref("typed", 0, 0, 0, len(seg1)), chunked(seg1, 3))
-		if err != nil {
-			t.Fatal(err)
-		}
-		tbl, err := s.cat.LoadTable(ctx, s.ident("typed"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		ids1 := fieldIDs(tbl.Schema())
-		checkTypedSchema(t, tbl.Schema(), false)
-
-		cur = testTyped(true)
-		seg2 := typedRecords(100, true)
-		f2, err := s.Archive(ctx, ref("typed", 0, 1, 100, len(seg2)), chunked(seg2, 4))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if tbl, err = s.cat.LoadTable(ctx, s.ident("typed")); err != nil {
-			t.Fatal(err)
-		}
-		checkTypedSchema(t, tbl.Schema(), true)
-		ids2 := fieldIDs(tbl.Schema())
-		for name, id := range ids1 {
-			if ids2[name] != id {
-				t.Errorf("field %s: id %d after evolution, %d before", name, ids2[name], id)
-			}
-		}
-		if err := checkSchema(tbl.Schema()); err != nil {
-			t.Fatal(err)
-		}
-
-		vals, got := scanTyped(t, s, "typed")
-		final := testTyped(true)
-		for _, seg := range []struct {
-			recs  []record.Record
-			typed *schema.Typed
-		}{{seg1, testTyped(false)}, {seg2, final}} {
-			for _, r := range seg.recs {
-				if !sameBytes(vals[r.Offset], r.Value) && !(len(r.Value) == 0 && vals[r.Offset] == nil) {
-					t.Errorf("offset %d: value %q, want %q", r.Offset, vals[r.Offset], r.Value)
-				}
-				want := expectRow(seg.typed, final, r.Value)
-				if !reflect.DeepEqual(got[r.Offset], want) {
-					t.Errorf("offset %d: value_fields\n got %#v\nwant %#v", r.Offset, got[r.Offset], want)
-				}
-			}
-		}
-		// Spot checks that would catch a projection bug shared by the
-		// expectation and the writer.
-		row0 := got[0].(map[string]any)
-		if row0["note"] != nil || row0["id"] != int64(1) || row0["weird_x20name_x2Ex"] != "w" || row0["Name_2"] != "N" ||
-			row0["_1st"] != int32(7) || row0["_"] != "empty" || row0["gr_xF6_xDFe"] != int32(3) || row0["at"] != int64(1700000000123456) {
-			t.Errorf("row 0: %#v", row0)
-		}
-		v2row := got[int64(100+len(typedValues))].(map[string]any)
-		if v2row["score"] != 1e300 || v2row["id"] != int64(9007199254740993) || v2row["note"] != "new" {
-			t.Errorf("v2 row: %#v", v2row)
-		}
-		if v1row := got[100].(map[string]any); v1row["score"] != float64(float32(1.5)) || v1row["id"] != int64(1) {
-			t.Errorf("v1 row in the second file: %#v", v1row)
-		}
-
-		// korvet's reads ignore the typed columns and return the records.
-		for _, c := range []struct {
-			f    DataFile
-			recs []record.Record
-		}{{f1, seg1}, {f2, seg2}} {
-			recs, _, err := s.Read(ctx, c.f, 0, 1<<30)
-			if err != nil {
-				t.Fatal(err)
-			}
-			equalRecords(t, recs, c.recs)
-		}
-		// And a new store (cold cache) reads them too.
-		s2 := openStore(t, b.cfg)
-		files, err := s2.Files(ctx, "typed")
-		if err != nil || len(files) != 2 {
-			t.Fatalf("files %v, %v", files, err)
-		}
-		recs, _, err := s2.Read(ctx, files[1], 0, 1<<30)
-		if err != nil {
-			t.Fatal(err)
-		}
-		equalRecords(t, recs, seg2)
+	eachBackend(t, func(t *testing.T, b backend) { typedColumns(t, b.cfg) })
+	t.Run("rest", func(t *testing.T) {
+		// Commits through an Iceberg REST catalog carry the evolution too.
+		dir := t.TempDir()
+		wh := "file://" + filepath.Join(dir, "wh")
+		backing := &fsCatalog{root: wh, o: &localObjects{n: new(counters)}, log: testLogger(t)}
+		backing.fsys = func(ctx context.Context) (iceio.IO, error) { return icebergFS{ctx: ctx, o: backing.o}, nil }
+		srv := httptest.NewServer(&testRESTServer{t: t, cat: backing})
+		defer srv.Close()
+		typedColumns(t, Config{Warehouse: wh, RESTCatalogURL: srv.URL, RESTCatalogToken: "tok"})
 	})
+}
+
+func typedColumns(t *testing.T, cfg Config) {
+	s := openStore(t, cfg)
+	ctx := ctxT(t)
+	cur := testTyped(false)
+	s.SetTyped(func(_ context.Context, topic string) (*schema.Typed, error) {
+		if topic != "typed" {
+			return nil, nil
+		}
+		return cur, nil
+	})
+	seg1 := typedRecords(0, false)
+	f1, err := s.Archive(ctx, ref("typed", 0, 0, 0, len(seg1)), chunked(seg1, 3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tbl, err := s.cat.LoadTable(ctx, s.ident("typed"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids1 := fieldIDs(tbl.Schema())
+	checkTypedSchema(t, tbl.Schema(), false)
+
+	cur = testTyped(true)
+	seg2 := typedRecords(100, true)
+	f2, err := s.Archive(ctx, ref("typed", 0, 1, 100, len(seg2)), chunked(seg2, 4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tbl, err = s.cat.LoadTable(ctx, s.ident("typed")); err != nil {
+		t.Fatal(err)
+	}
+	checkTypedSchema(t, tbl.Schema(), true)
+	ids2 := fieldIDs(tbl.Schema())
+	for name, id := range ids1 {
+		if ids2[name] != id {
+			t.Errorf("field %s: id %d after evolution, %d before", name, ids2[name], id)
+		}
+	}
+	if err := checkSchema(tbl.Schema()); err != nil {
+		t.Fatal(err)
+	}
+
+	vals, got := scanTyped(t, s, "typed")
+	final := testTyped(true)
+	for _, seg := range []struct {
+		recs  []record.Record
+		typed *schema.Typed
+	}{{seg1, testTyped(false)}, {seg2, final}} {
+		for _, r := range seg.recs {
+			if !sameBytes(vals[r.Offset], r.Value) && !(len(r.Value) == 0 && vals[r.Offset] == nil) {
+				t.Errorf("offset %d: value %q, want %q", r.Offset, vals[r.Offset], r.Value)
+			}
+			want := expectRow(seg.typed, final, r.Value)
+			if !reflect.DeepEqual(got[r.Offset], want) {
+				t.Errorf("offset %d: value_fields\n got %#v\nwant %#v", r.Offset, got[r.Offset], want)
+			}
+		}
+	}
+	// Spot checks that would catch a projection bug shared by the
+	// expectation and the writer.
+	row0 := got[0].(map[string]any)
+	if row0["note"] != nil || row0["id"] != int64(1) || row0["weird_x20name_x2Ex"] != "w" || row0["Name_2"] != "N" ||
+		row0["_1st"] != int32(7) || row0["_"] != "empty" || row0["gr_xF6_xDFe"] != int32(3) || row0["at"] != int64(1700000000123456) {
+		t.Errorf("row 0: %#v", row0)
+	}
+	v2row := got[int64(100+len(typedValues))].(map[string]any)
+	if v2row["score"] != 1e300 || v2row["id"] != int64(9007199254740993) || v2row["note"] != "new" {
+		t.Errorf("v2 row: %#v", v2row)
+	}
+	if v1row := got[100].(map[string]any); v1row["score"] != float64(float32(1.5)) || v1row["id"] != int64(1) {
+		t.Errorf("v1 row in the second file: %#v", v1row)
+	}
+
+	// korvet's reads ignore the typed columns and return the records.
+	for _, c := range []struct {
+		f    DataFile
+		recs []record.Record
+	}{{f1, seg1}, {f2, seg2}} {
+		recs, _, err := s.Read(ctx, c.f, 0, 1<<30)
+		if err != nil {
+			t.Fatal(err)
+		}
+		equalRecords(t, recs, c.recs)
+	}
+	// And a new store (cold cache) reads them too.
+	s2 := openStore(t, cfg)
+	files, err := s2.Files(ctx, "typed")
+	if err != nil || len(files) != 2 {
+		t.Fatalf("files %v, %v", files, err)
+	}
+	recs, _, err := s2.Read(ctx, files[1], 0, 1<<30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	equalRecords(t, recs, seg2)
 }
 
 // fieldIDs maps every column's full name to its field id.
@@ -587,5 +602,49 @@ func TestTypedName(t *testing.T) {
 	}
 	if strings.Contains(strings.Join(got, ""), ".") {
 		t.Error("dot in a name")
+	}
+}
+
+// TestTypedEvolvedMeanwhile: another writer evolves the typed columns
+// between this writer's upload and its commit. The file carries ids the
+// table no longer has in that layout, so the archive fails instead of
+// publishing it, and a retry writes the file for the table as it is.
+func TestTypedEvolvedMeanwhile(t *testing.T) {
+	cfg := localBackend(t).cfg
+	ctx := ctxT(t)
+	a, b := openStore(t, cfg), openStore(t, cfg)
+	a.SetTyped(func(context.Context, string) (*schema.Typed, error) { return testTyped(false), nil })
+	b.SetTyped(func(context.Context, string) (*schema.Typed, error) { return testTyped(true), nil })
+	seg0 := typedRecords(0, false)
+	if _, err := a.Archive(ctx, ref("race", 0, 0, 0, len(seg0)), chunked(seg0, 100)); err != nil {
+		t.Fatal(err)
+	}
+	seg1, seg2 := typedRecords(100, false), typedRecords(200, true)
+	a.afterUpload = func() error {
+		a.afterUpload = nil
+		_, err := b.Archive(ctx, ref("race", 0, 2, 200, len(seg2)), chunked(seg2, 100))
+		return err
+	}
+	_, err := a.Archive(ctx, ref("race", 0, 1, 100, len(seg1)), chunked(seg1, 100))
+	if err == nil || !strings.Contains(err.Error(), "typed columns changed") {
+		t.Fatalf("archive over a table evolved meanwhile: %v", err)
+	}
+	if _, err := a.Archive(ctx, ref("race", 0, 1, 100, len(seg1)), chunked(seg1, 100)); err != nil {
+		t.Fatal(err)
+	}
+	vals, got := scanTyped(t, a, "race")
+	final := testTyped(true)
+	for _, seg := range []struct {
+		recs  []record.Record
+		typed *schema.Typed
+	}{{seg0, testTyped(false)}, {seg1, testTyped(false)}, {seg2, final}} {
+		for _, r := range seg.recs {
+			if !bytes.Equal(vals[r.Offset], r.Value) {
+				t.Errorf("offset %d: value %q, want %q", r.Offset, vals[r.Offset], r.Value)
+			}
+			if want := expectRow(seg.typed, final, r.Value); !reflect.DeepEqual(got[r.Offset], want) {
+				t.Errorf("offset %d: value_fields\n got %#v\nwant %#v", r.Offset, got[r.Offset], want)
+			}
+		}
 	}
 }
