@@ -19,6 +19,7 @@ import (
 
 	"github.com/korvet/korvet/engine"
 	"github.com/korvet/korvet/engine/auth"
+	"github.com/korvet/korvet/engine/schema"
 )
 
 // The KV view: GET/HEAD /v1/kv/{topic}/{key}, POST /v1/kv/{topic}/_mget
@@ -101,16 +102,19 @@ type kvHandler struct {
 	kv KV
 	// mgetMaxBytes caps the value bytes of one _mget answer.
 	mgetMaxBytes int64
+	// schemas renders registry-framed values as JSON on request; nil: off.
+	schemas schema.Lookup
 }
 
 // registerKV adds the KV routes to mux; mgetMaxBytes <= 0 means
 // DefaultKVMgetMaxBytes. guard puts each route behind an ACL on its topic:
-// values take READ, the index figures DESCRIBE.
-func registerKV(mux *http.ServeMux, kv KV, mgetMaxBytes int64, guard func(auth.Operation, http.HandlerFunc) http.HandlerFunc) {
+// values take READ, the index figures DESCRIBE. schemas (may be nil)
+// finds the schemas of registry-framed values for GET's JSON rendering.
+func registerKV(mux *http.ServeMux, kv KV, mgetMaxBytes int64, schemas schema.Lookup, guard func(auth.Operation, http.HandlerFunc) http.HandlerFunc) {
 	if mgetMaxBytes <= 0 {
 		mgetMaxBytes = DefaultKVMgetMaxBytes
 	}
-	h := &kvHandler{kv: kv, mgetMaxBytes: mgetMaxBytes}
+	h := &kvHandler{kv: kv, mgetMaxBytes: mgetMaxBytes, schemas: schemas}
 	// Patterns with GET also match HEAD.
 	mux.HandleFunc("GET /v1/kv/{topic}/{key...}", guard(auth.OpRead, h.get))
 	mux.HandleFunc("POST /v1/kv/{topic}/_mget", guard(auth.OpRead, h.mget))
@@ -179,9 +183,15 @@ func kvError(w http.ResponseWriter, err error) {
 }
 
 // etag names one record: a new value of a key is a new offset, and the
-// topic id keeps a re-created topic's offsets apart.
-func etag(topicID [16]byte, rec *engine.KVRecord) string {
-	return `"` + hex.EncodeToString(topicID[:4]) + "-" + strconv.Itoa(int(rec.Partition)) + "-" + strconv.FormatInt(rec.Offset, 10) + `"`
+// topic id keeps a re-created topic's offsets apart. rep tells a
+// representation other than the value's bytes apart ("json"), so that a
+// cache never answers one with the other.
+func etag(topicID [16]byte, rec *engine.KVRecord, rep string) string {
+	tag := `"` + hex.EncodeToString(topicID[:4]) + "-" + strconv.Itoa(int(rec.Partition)) + "-" + strconv.FormatInt(rec.Offset, 10)
+	if rep != "" {
+		tag += "-" + rep
+	}
+	return tag + `"`
 }
 
 // etagMatch implements If-None-Match (weak comparison, lists, "*").
@@ -304,7 +314,24 @@ func (h *kvHandler) get(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	hd := w.Header()
-	tag := etag(rec.TopicID, &rec)
+	body, ctype, tag := rec.Value, "", etag(rec.TopicID, &rec, "")
+	if h.schemas != nil {
+		// The answer depends on Accept from here on.
+		hd.Add("Vary", "Accept")
+		if wantJSON, rawOK := negotiateJSON(r.Header.Values("Accept")); wantJSON {
+			js, reason, err := h.valueJSON(ctx, rec.Value)
+			switch {
+			case err == nil:
+				body, ctype, tag = js, "application/json", etag(rec.TopicID, &rec, "json")
+			case reason == "unavailable":
+				kvError(w, err)
+				return
+			case !rawOK:
+				writeJSON(w, http.StatusNotAcceptable, map[string]string{"error": err.Error(), "reason": reason})
+				return
+			}
+		}
+	}
 	hd.Set("ETag", tag)
 	hd.Set("Cache-Control", "no-cache")
 	hd.Set("X-Korvet-Partition", strconv.Itoa(int(rec.Partition)))
@@ -314,12 +341,71 @@ func (h *kvHandler) get(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNotModified)
 		return
 	}
-	hd.Set("Content-Type", contentType(&rec))
-	hd.Set("Content-Length", strconv.Itoa(len(rec.Value)))
+	if ctype == "" {
+		ctype = contentType(&rec)
+	}
+	hd.Set("Content-Type", ctype)
+	hd.Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(http.StatusOK)
 	if r.Method != http.MethodHead {
-		_, _ = w.Write(rec.Value)
+		_, _ = w.Write(body)
 	}
+}
+
+// negotiateJSON reads Accept: wantJSON when the client names
+// application/json with a q at least as high as anything else it names
+// (a tie goes to JSON, which it named explicitly); rawOK when it accepts
+// something else too (*/*, application/*, another type), so that a value
+// that cannot be rendered as JSON is served as its bytes rather than
+// refused. No Accept, or one without application/json, keeps the bytes.
+// Entries with a malformed q are ignored.
+func negotiateJSON(accept []string) (wantJSON, rawOK bool) {
+	qJSON, qOther := -1.0, -1.0
+	for _, line := range accept {
+		for _, entry := range strings.Split(line, ",") {
+			if strings.TrimSpace(entry) == "" {
+				continue
+			}
+			mt, params, err := mime.ParseMediaType(entry)
+			if err != nil {
+				continue
+			}
+			q := 1.0
+			if qs, ok := params["q"]; ok {
+				if q, err = strconv.ParseFloat(qs, 64); err != nil || q < 0 || q > 1 {
+					continue
+				}
+			}
+			if mt == "application/json" {
+				qJSON = max(qJSON, q)
+			} else {
+				qOther = max(qOther, q)
+			}
+		}
+	}
+	return qJSON > 0 && qJSON >= qOther, qOther > 0
+}
+
+// valueJSON renders a registry-framed value as JSON through its schema.
+// On failure reason says why, for the client: not_framed, unknown_schema,
+// undecodable, or unavailable (out of time: answered 503, not 406).
+func (h *kvHandler) valueJSON(ctx context.Context, v []byte) ([]byte, string, error) {
+	id, payload, ok := schema.SplitFrame(v)
+	if !ok {
+		return nil, "not_framed", errors.New("the value is not registry-framed (magic byte 0 and a schema id): it has no JSON form; ask for */* to get its bytes")
+	}
+	s, err := h.schemas.SchemaByID(ctx, id)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, "unavailable", fmt.Errorf("look up schema %d: %w", id, ctx.Err())
+		}
+		return nil, "unknown_schema", fmt.Errorf("the value's schema id %d is not known to the registry: %w", id, err)
+	}
+	js, err := s.JSON(payload)
+	if err != nil {
+		return nil, "undecodable", fmt.Errorf("the value does not decode with schema %d (%s): %w", id, s.Format(), err)
+	}
+	return js, "", nil
 }
 
 // mgetResult is one key's answer in _mget.

@@ -78,7 +78,7 @@ func FuzzKVKey(f *testing.F) {
 	}
 	rec := &keyRecorder{}
 	mux := http.NewServeMux()
-	registerKV(mux, rec, 0, func(_ auth.Operation, h http.HandlerFunc) http.HandlerFunc { return h })
+	registerKV(mux, rec, 0, nil, func(_ auth.Operation, h http.HandlerFunc) http.HandlerFunc { return h })
 	// serve answers target as korvet's HTTP server would: a target that
 	// does not parse as a request URI never reaches the handler.
 	serve := func(t *testing.T, method, target string, body []byte) *httptest.ResponseRecorder {

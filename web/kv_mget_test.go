@@ -83,7 +83,7 @@ type mgetAnswer struct {
 func mgetServer(t *testing.T, kv KV, maxBytes int64) *httptest.Server {
 	t.Helper()
 	mux := http.NewServeMux()
-	registerKV(mux, kv, maxBytes, func(_ auth.Operation, h http.HandlerFunc) http.HandlerFunc { return h })
+	registerKV(mux, kv, maxBytes, nil, func(_ auth.Operation, h http.HandlerFunc) http.HandlerFunc { return h })
 	srv := httptest.NewServer(withKVHeaders(mux))
 	t.Cleanup(srv.Close)
 	return srv

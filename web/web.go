@@ -20,6 +20,7 @@ import (
 	"github.com/korvet/korvet/engine"
 	"github.com/korvet/korvet/engine/auth"
 	"github.com/korvet/korvet/engine/group"
+	"github.com/korvet/korvet/engine/schema"
 )
 
 // Options configure the handler. Everything but Version and Started may
@@ -57,6 +58,11 @@ type Options struct {
 	// KVMgetMaxBytes caps the value bytes of one _mget answer; 0 means
 	// DefaultKVMgetMaxBytes.
 	KVMgetMaxBytes int64
+	// Schemas finds registry schemas by id, for the KV view's JSON
+	// rendering of registry-framed values (Accept: application/json); nil
+	// turns that off: values are served as their bytes whatever Accept
+	// says.
+	Schemas schema.Lookup
 }
 
 // Listener is one address korvet serves.
@@ -125,7 +131,7 @@ func New(eng *engine.Engine, opts Options) http.Handler {
 	mux.HandleFunc("GET /api/v1/share-groups", s.apiShareGroups)
 	mux.HandleFunc("GET /api/v1/redis", s.apiRedis)
 	mux.HandleFunc("POST /api/v1/index/rebuild", s.admin(s.apiIndexRebuild))
-	registerKV(mux, eng.KV(), opts.KVMgetMaxBytes, s.topicGuard)
+	registerKV(mux, eng.KV(), opts.KVMgetMaxBytes, opts.Schemas, s.topicGuard)
 	if store := eng.ColdStore(); store != nil {
 		// The Iceberg REST catalog, read-only: DuckDB, Trino, Spark or
 		// PyIceberg attach to the archive at http://HOST/iceberg. A table

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/hamba/avro/v2"
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -103,6 +104,9 @@ type (
 		src       Source
 		s         avro.Schema // with referenced named types resolved
 		canonical string
+
+		once sync.Once // builds comp: Shape and decoder (helper D)
+		comp *avroCompiled
 	}
 	jsonSchema struct {
 		src       Source
@@ -110,11 +114,17 @@ type (
 		refs      map[string]any // reference name -> its decoded document (transitively)
 		compiled  *jsonschema.Schema
 		canonical string
+
+		once  sync.Once // builds shape (helper D)
+		shape *Field
 	}
 	protoSchema struct {
 		src       Source
 		file      protoreflect.FileDescriptor // imports (references) linked
 		canonical string
+
+		once sync.Once // builds comp: Shape and decoder of message [0] (helper D)
+		comp *protoCompiled
 	}
 )
 
