@@ -22,8 +22,8 @@ import (
 
 var topicID = [16]byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}
 
-// TestDuckDBReadsTypedColumns archives segments of a topic whose value
-// schema evolves (v2 adds fields at the root and in a nested struct and
+// TestDuckDBReadsTypedColumns archives segments of a topic whose Avro
+// value schema evolves (v2 adds fields at the root and in a nested struct and
 // widens id from int to long), then opens every Parquet file with DuckDB's
 // read_parquet and checks its typed columns row by row against the values
 // produced, and the raw value bytes.
@@ -54,7 +54,7 @@ func TestDuckDBReadsTypedColumns(t *testing.T) {
 	}
 	var segs [][]produced
 	for seg, versions := range [][]int{{1}, {1, 2}} {
-		cur = ev.typed(len(versions))
+		cur = ev.typed(t, len(versions))
 		var ps []produced
 		base := int64(seg * 1000)
 		for i := range 40 {
@@ -104,7 +104,7 @@ func TestDuckDBReadsTypedColumns(t *testing.T) {
 	defer db.Close()
 	for i, f := range files {
 		path := filepath.FromSlash(strings.TrimPrefix(f.Path, "file://"))
-		shape := ev.typed(i + 1).Shape // the file's columns: the shape when it was written
+		shape := ev.typed(t, i+1).Shape // the file's columns: the shape when it was written
 		// The timestamp column is an instant: TIMESTAMP WITH TIME ZONE.
 		var typ string
 		if err := db.QueryRowContext(ctx, `SELECT typeof(value_fields.placed) FROM read_parquet(?) LIMIT 1`, path).Scan(&typ); err != nil {

@@ -1,71 +1,83 @@
 package duckdbtest
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
+	"maps"
 	"testing"
 	"time"
+
+	"github.com/hamba/avro/v2"
 
 	"github.com/korvet/korvet/engine/schema"
 )
 
-// evolving is a value subject with two versions (ids 1 and 2): an order
-// record; version 2 widens id to long and adds channel at the root and zip
-// in the nested ship record.
+// evolving is an Avro value subject with two versions (ids 1 and 2): an
+// order record; version 2 widens id to long and adds channel at the root
+// and zip in the nested ship record. Its Typed comes from the registry's
+// own code: schema.Parse and schema.NewTyped.
 type evolving struct {
-	shapes map[int32]*schema.Field
+	texts    []string
+	versions []schema.Schema
+	avro     []avro.Schema // for producing values
 }
+
+const orderV1 = `{"type":"record","name":"Order","namespace":"shop","fields":[
+	{"name":"id","type":"int"},
+	{"name":"customer","type":"string"},
+	{"name":"total","type":"double"},
+	{"name":"paid","type":"boolean"},
+	{"name":"placed","type":{"type":"long","logicalType":"timestamp-micros"}},
+	{"name":"day","type":{"type":"int","logicalType":"date"}},
+	{"name":"note","type":["null","string"],"default":null},
+	{"name":"lines","type":{"type":"array","items":{"type":"record","name":"Line","fields":[
+		{"name":"sku","type":"string"},{"name":"qty","type":"int"}]}}},
+	{"name":"attrs","type":{"type":"map","values":"long"}},
+	{"name":"ship","type":["null",{"type":"record","name":"Addr","fields":[
+		{"name":"city","type":"string"}]}],"default":null}
+]}`
+
+const orderV2 = `{"type":"record","name":"Order","namespace":"shop","fields":[
+	{"name":"id","type":"long"},
+	{"name":"customer","type":"string"},
+	{"name":"total","type":"double"},
+	{"name":"paid","type":"boolean"},
+	{"name":"placed","type":{"type":"long","logicalType":"timestamp-micros"}},
+	{"name":"day","type":{"type":"int","logicalType":"date"}},
+	{"name":"note","type":["null","string"],"default":null},
+	{"name":"lines","type":{"type":"array","items":{"type":"record","name":"Line","fields":[
+		{"name":"sku","type":"string"},{"name":"qty","type":"int"}]}}},
+	{"name":"attrs","type":{"type":"map","values":"long"}},
+	{"name":"ship","type":["null",{"type":"record","name":"Addr","fields":[
+		{"name":"city","type":"string"},{"name":"zip","type":["null","string"],"default":null}]}],"default":null},
+	{"name":"channel","type":["null","string"],"default":null}
+]}`
 
 func newEvolving(t *testing.T) *evolving {
 	t.Helper()
-	return &evolving{shapes: map[int32]*schema.Field{1: orderShape(false), 2: orderShape(true)}}
-}
-
-func orderShape(v2 bool) *schema.Field {
-	f := func(name string, k schema.Kind) *schema.Field { return &schema.Field{Name: name, Kind: k} }
-	id := schema.KindInt32
-	if v2 {
-		id = schema.KindInt64
+	e := &evolving{texts: []string{orderV1, orderV2}}
+	for _, text := range e.texts {
+		s, err := schema.Parse(schema.Source{Format: schema.Avro, Text: text}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.versions = append(e.versions, s)
+		e.avro = append(e.avro, avro.MustParse(text))
 	}
-	ship := &schema.Field{Name: "ship", Kind: schema.KindStruct, Fields: []*schema.Field{f("city", schema.KindString)}}
-	line := &schema.Field{Name: "element", Kind: schema.KindStruct, Fields: []*schema.Field{f("sku", schema.KindString), f("qty", schema.KindInt32)}}
-	root := &schema.Field{Kind: schema.KindStruct, Fields: []*schema.Field{
-		f("id", id), f("customer", schema.KindString), f("total", schema.KindFloat64), f("paid", schema.KindBool),
-		f("placed", schema.KindTimestamp), f("day", schema.KindDate), f("note", schema.KindString),
-		{Name: "lines", Kind: schema.KindList, Elem: line},
-		{Name: "attrs", Kind: schema.KindMap, Elem: f("value", schema.KindInt64)},
-		ship,
-	}}
-	if v2 {
-		ship.Fields = append(ship.Fields, f("zip", schema.KindString))
-		root.Fields = append(root.Fields, f("channel", schema.KindString))
+	if why := schema.Check(schema.Backward, e.versions[1], e.versions[:1]); why != nil {
+		t.Fatalf("version 2 is not backward compatible: %v", why)
 	}
-	return root
+	return e
 }
 
 // typed is the subject's Typed once versions 1..n are registered.
-func (e *evolving) typed(n int) *schema.Typed {
-	ids := []int32{1}
-	if n > 1 {
-		ids = append(ids, 2)
+func (e *evolving) typed(t *testing.T, n int) *schema.Typed {
+	t.Helper()
+	ids := []int32{1, 2}[:n]
+	ty, err := schema.NewTyped("orders-value", ids, e.versions[:n])
+	if err != nil || ty == nil || ty.Shape == nil {
+		t.Fatalf("typed: %v, %v", ty, err)
 	}
-	return &schema.Typed{
-		Subject: "orders-value", IDs: ids, Shape: e.shapes[int32(n)],
-		Decode: func(value []byte) (any, bool) {
-			id, payload, ok := schema.SplitFrame(value)
-			if !ok || int(id) > n {
-				return nil, false
-			}
-			d := json.NewDecoder(bytes.NewReader(payload))
-			d.UseNumber()
-			var x any
-			if d.Decode(&x) != nil {
-				return nil, false
-			}
-			return layout(x, e.shapes[id]), true
-		},
-	}
+	return ty
 }
 
 // value is the order produced at offset off with version v: nulls and
@@ -100,68 +112,16 @@ func (e *evolving) value(v int, off int64) map[string]any {
 	return m
 }
 
-// encode frames value with version v's id.
+// encode frames value, Avro-encoded with version v, with v's id.
 func (e *evolving) encode(t *testing.T, v int, value map[string]any) []byte {
 	t.Helper()
-	j := map[string]any{}
-	for k, x := range value {
-		switch x := x.(type) {
-		case time.Time:
-			if k == "day" {
-				j[k] = x.Unix() / 86400
-			} else {
-				j[k] = x.UnixMicro()
-			}
-		default:
-			j[k] = x
-		}
+	m := maps.Clone(value)
+	if ship, ok := m["ship"].(map[string]any); ok {
+		m["ship"] = map[string]any{"shop.Addr": ship} // a union branch, by name
 	}
-	b, err := json.Marshal(j)
+	b, err := avro.Marshal(e.avro[v-1], m)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return append(schema.AppendFrame(nil, int32(v)), b...)
-}
-
-// layout turns decoded JSON into the Go types of f's kinds.
-func layout(x any, f *schema.Field) any {
-	if x == nil {
-		return nil
-	}
-	n, _ := x.(json.Number)
-	switch f.Kind {
-	case schema.KindStruct:
-		m, _ := x.(map[string]any)
-		out := map[string]any{}
-		for _, c := range f.Fields {
-			if v, ok := m[c.Name]; ok {
-				out[c.Name] = layout(v, c)
-			}
-		}
-		return out
-	case schema.KindList:
-		xs, _ := x.([]any)
-		out := make([]any, len(xs))
-		for i, e := range xs {
-			out[i] = layout(e, f.Elem)
-		}
-		return out
-	case schema.KindMap:
-		m, _ := x.(map[string]any)
-		out := map[string]any{}
-		for k, e := range m {
-			out[k] = layout(e, f.Elem)
-		}
-		return out
-	case schema.KindInt32, schema.KindDate:
-		i, _ := n.Int64()
-		return int32(i)
-	case schema.KindInt64, schema.KindTimestamp:
-		i, _ := n.Int64()
-		return i
-	case schema.KindFloat64:
-		v, _ := n.Float64()
-		return v
-	}
-	return x
 }

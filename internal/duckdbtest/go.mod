@@ -6,6 +6,7 @@ replace github.com/korvet/korvet => ../..
 
 require (
 	github.com/duckdb/duckdb-go/v2 v2.10506.0
+	github.com/hamba/avro/v2 v2.31.0
 	github.com/korvet/korvet v0.0.0-00010101000000-000000000000
 )
 
@@ -36,7 +37,6 @@ require (
 	github.com/goccy/go-yaml v1.17.1 // indirect
 	github.com/google/flatbuffers v25.12.19+incompatible // indirect
 	github.com/google/uuid v1.6.0 // indirect
-	github.com/hamba/avro/v2 v2.31.0 // indirect
 	github.com/hashicorp/golang-lru/v2 v2.0.7 // indirect
 	github.com/json-iterator/go v1.1.12 // indirect
 	github.com/klauspost/compress v1.20.4 // indirect
