@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"unsafe"
 
 	"github.com/apache/iceberg-go"
 	"github.com/parquet-go/parquet-go"
@@ -270,7 +271,7 @@ func (w *typedWriter) put(n *tnode, v any, rep, def int) {
 			if i > 0 {
 				r = n.elem.rep
 			}
-			w.bufs[n.keyLeaf] = append(w.bufs[n.keyLeaf], parquet.ByteArrayValue([]byte(k)).Level(r, n.def+1, w.cols[n.keyLeaf]))
+			w.bufs[n.keyLeaf] = append(w.bufs[n.keyLeaf], parquet.ByteArrayValue(stringBytes(k)).Level(r, n.def+1, w.cols[n.keyLeaf]))
 			w.put(n.elem, m[k], r, n.def+1)
 		}
 	default:
@@ -315,7 +316,7 @@ func leafValue(t iceberg.Type, v any) (parquet.Value, bool) {
 		}
 	case iceberg.StringType:
 		if s, ok := v.(string); ok {
-			return parquet.ByteArrayValue([]byte(s)), true
+			return parquet.ByteArrayValue(stringBytes(s)), true
 		}
 	case iceberg.BinaryType:
 		if b, ok := v.([]byte); ok {
@@ -324,3 +325,7 @@ func leafValue(t iceberg.Type, v any) (parquet.Value, bool) {
 	}
 	return parquet.Value{}, false
 }
+
+// stringBytes is s's bytes without a copy: the writer only reads them
+// (into its page buffers) and the string keeps them alive meanwhile.
+func stringBytes(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
