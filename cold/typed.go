@@ -293,8 +293,8 @@ func typedChanges(have iceberg.Type, shape *schema.Field) ([]schemaChange, error
 			}
 			return walk(append(path[:len(path):len(path)], "element"), h.Element, f.Elem, depth+1)
 		case *iceberg.MapType:
-			if f.Kind != schema.KindMap || f.Elem == nil {
-				return fmt.Errorf("%w: %s is a map in the table, not in the schema", errTypedChange, name)
+			if f.Kind != schema.KindMap || f.Elem == nil || !h.KeyType.Equals(iceberg.PrimitiveTypes.String) {
+				return fmt.Errorf("%w: %s is a map with %s keys in the table, kind %d in the schema", errTypedChange, name, h.KeyType, f.Kind)
 			}
 			return walk(append(path[:len(path):len(path)], "value"), h.ValueType, f.Elem, depth+1)
 		}

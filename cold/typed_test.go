@@ -7,11 +7,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http/httptest"
 	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -646,5 +648,52 @@ func TestTypedEvolvedMeanwhile(t *testing.T) {
 				t.Errorf("offset %d: value_fields\n got %#v\nwant %#v", r.Offset, got[r.Offset], want)
 			}
 		}
+	}
+}
+
+// countHandler counts log records at Warn and above.
+type countHandler struct {
+	slog.Handler
+	mu    *sync.Mutex
+	warns *int
+}
+
+func (h countHandler) Handle(ctx context.Context, r slog.Record) error {
+	if r.Level >= slog.LevelWarn {
+		h.mu.Lock()
+		*h.warns++
+		h.mu.Unlock()
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+// TestTypedWarnsOncePerMinute: a registry that fails is logged once per
+// topic per minute, not once per segment, and the segments are archived.
+func TestTypedWarnsOncePerMinute(t *testing.T) {
+	var mu sync.Mutex
+	warns := 0
+	log := slog.New(countHandler{Handler: testLogger(t).Handler(), mu: &mu, warns: &warns})
+	s, err := Open(ctxT(t), localBackend(t).cfg, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	s.SetTyped(func(context.Context, string) (*schema.Typed, error) { return nil, errors.New("registry down") })
+	ctx := ctxT(t)
+	for seg := range 3 {
+		for _, topic := range []string{"warn-a", "warn-b"} {
+			recs := typedRecords(int64(seg*100), false)
+			if _, err := s.Archive(ctx, ref(topic, 0, int64(seg), int64(seg*100), len(recs)), chunked(recs, 100)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if warns != 2 {
+		t.Errorf("%d warnings for 6 segments of 2 topics, want 2", warns)
+	}
+	if n := scanCount(t, s, "warn-a"); n != 3*len(typedRecords(0, false)) {
+		t.Errorf("%d rows", n)
 	}
 }
