@@ -20,6 +20,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/iceberg-go"
 	iceio "github.com/apache/iceberg-go/io"
+	"github.com/parquet-go/parquet-go"
 
 	"github.com/korvet/korvet/engine/record"
 	"github.com/korvet/korvet/engine/schema"
@@ -442,6 +443,23 @@ func typedColumns(t *testing.T, cfg Config) {
 		t.Errorf("v1 row in the second file: %#v", v1row)
 	}
 
+	// The second file carries the table's field ids at every level.
+	pf, err := s.openFile(ctx, f2.Path, f2.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vf, _ := tbl.Schema().FindFieldByName(valueFieldsName)
+	var node parquet.Node
+	for _, c := range pf.Schema().Fields() {
+		if c.Name() == valueFieldsName {
+			node = c
+		}
+	}
+	if node == nil {
+		t.Fatal("no value_fields in the second file")
+	}
+	checkFileIDs(t, node, vf, valueFieldsName)
+
 	// korvet's reads ignore the typed columns and return the records.
 	for _, c := range []struct {
 		f    DataFile
@@ -695,5 +713,40 @@ func TestTypedWarnsOncePerMinute(t *testing.T) {
 	}
 	if n := scanCount(t, s, "warn-a"); n != 3*len(typedRecords(0, false)) {
 		t.Errorf("%d rows", n)
+	}
+}
+
+// checkFileIDs checks that a file's value_fields columns carry the field
+// ids of the table's value_fields (f), at every level.
+func checkFileIDs(t *testing.T, n parquet.Node, f iceberg.NestedField, path string) {
+	t.Helper()
+	if n.ID() != f.ID {
+		t.Errorf("%s: field id %d in the file, %d in the table", path, n.ID(), f.ID)
+	}
+	child := func(n parquet.Node, names ...string) parquet.Node {
+		for _, name := range names {
+			var found parquet.Node
+			for _, c := range n.Fields() {
+				if c.Name() == name {
+					found = c
+				}
+			}
+			if found == nil {
+				t.Fatalf("%s: no %s in the file", path, name)
+			}
+			n = found
+		}
+		return n
+	}
+	switch ft := f.Type.(type) {
+	case *iceberg.StructType:
+		for _, c := range ft.FieldList {
+			checkFileIDs(t, child(n, c.Name), c, path+"."+c.Name)
+		}
+	case *iceberg.ListType:
+		checkFileIDs(t, child(n, "list", "element"), ft.ElementField(), path+".element")
+	case *iceberg.MapType:
+		checkFileIDs(t, child(n, "key_value", "key"), iceberg.NestedField{ID: ft.KeyID, Type: ft.KeyType}, path+".key")
+		checkFileIDs(t, child(n, "key_value", "value"), ft.ValueField(), path+".value")
 	}
 }
