@@ -27,10 +27,10 @@ import (
 // (string keys), Bool->boolean, Int32->int, Int64->long, Float32->float,
 // Float64->double, String->string, Binary->binary, Date->date, JSON->string
 // and Timestamp->timestamptz: the schema formats' timestamps (Avro
-// timestamp-millis/micros, Protobuf Timestamp, JSON Schema date-time) are
-// instants, so they are stored as microseconds adjusted to UTC, which
-// engines show as TIMESTAMP WITH TIME ZONE rather than as a wall clock of
-// no zone. Every field, list element and map value is optional.
+// timestamp-millis/micros, Protobuf Timestamp) are instants, so they are
+// stored as microseconds adjusted to UTC, which engines show as TIMESTAMP
+// WITH TIME ZONE rather than as a wall clock of no zone. Every field, list
+// element and map value is optional.
 //
 // Column names come from field names by typedName, made unique among their
 // siblings (case-insensitively, as DuckDB and Spark compare names) with a
