@@ -17,6 +17,7 @@ import (
 	"github.com/apache/iceberg-go/table"
 
 	"github.com/korvet/korvet/engine/record"
+	"github.com/korvet/korvet/engine/schema"
 )
 
 const topicIDProp = "korvet.topic-id"
@@ -106,6 +107,7 @@ func (s *Store) Archive(ctx context.Context, ref SegmentRef, next func() ([]reco
 	if err != nil {
 		return DataFile{}, fmt.Errorf("archive %s/%d segment %d: %w", ref.Topic, ref.Partition, ref.Segment, err)
 	}
+	typed := s.typedFor(ctx, ref.Topic)
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	tbl, err := s.loadTopic(ctx, ts, ref.Topic, &ref)
@@ -119,7 +121,11 @@ func (s *Store) Archive(ctx context.Context, ref SegmentRef, next func() ([]reco
 	}
 
 	started := time.Now()
-	df, err := s.upload(ctx, tbl, ref, p, next)
+	var plan *typedPlan
+	if typed != nil {
+		plan = s.planTyped(tbl, ref.Topic, typed)
+	}
+	df, err := s.upload(ctx, tbl, ref, p, next, plan)
 	if err != nil {
 		return DataFile{}, fmt.Errorf("archive %s/%d segment %d: %w", ref.Topic, ref.Partition, ref.Segment, err)
 	}
@@ -134,7 +140,18 @@ func (s *Store) Archive(ctx context.Context, ref SegmentRef, next func() ([]reco
 	}
 	for attempt := 0; ; attempt++ {
 		txn := tbl.NewTransaction()
-		if err := s.evolveSchema(txn, tbl); err != nil {
+		var typed *schema.Typed
+		if plan != nil {
+			typed = plan.typed
+		}
+		f, err := s.evolveSchema(txn, tbl, typed)
+		if err == nil && plan != nil && !f.Equals(plan.field) {
+			// The file carries the planned ids: a table that changed
+			// meanwhile (another writer evolved it) needs the file
+			// written again.
+			err = errors.New("the table's typed columns changed while the file was written")
+		}
+		if err != nil {
 			return DataFile{}, fmt.Errorf("archive %s/%d segment %d: %w", ref.Topic, ref.Partition, ref.Segment, err)
 		}
 		// Our own file set already proved the file new; skipping
@@ -142,7 +159,7 @@ func (s *Store) Archive(ctx context.Context, ref SegmentRef, next func() ([]reco
 		if err := txn.AddDataFiles(ctx, []iceberg.DataFile{df}, props, table.WithoutDuplicateCheck()); err != nil {
 			return DataFile{}, fmt.Errorf("archive %s/%d segment %d: add file: %w", ref.Topic, ref.Partition, ref.Segment, err)
 		}
-		err := s.commit(ctx, ts, txn)
+		err = s.commit(ctx, ts, txn)
 		if err == nil {
 			break
 		}
@@ -219,7 +236,7 @@ func (s *Store) expireSnapshots(ctx context.Context, ts *topicState, topic strin
 
 // upload streams the segment into its Parquet object and returns the
 // manifest entry for it.
-func (s *Store) upload(ctx context.Context, tbl *table.Table, ref SegmentRef, p string, next func() ([]record.Record, []record.Txn, error)) (iceberg.DataFile, error) {
+func (s *Store) upload(ctx context.Context, tbl *table.Table, ref SegmentRef, p string, next func() ([]record.Record, []record.Txn, error), plan *typedPlan) (iceberg.DataFile, error) {
 	w, err := s.obj.create(ctx, p)
 	if err != nil {
 		return nil, err
@@ -230,7 +247,11 @@ func (s *Store) upload(ctx context.Context, tbl *table.Table, ref SegmentRef, p 
 			w.Abort()
 		}
 	}()
-	sw := newSegmentWriter(w, s.schema, s.cols, s.codec, ref, s.cfg.RowGroupBytes)
+	sc, cols, tw := s.schema, s.cols, (*typedWriter)(nil)
+	if plan != nil {
+		sc, cols, tw = plan.schema, plan.cols, plan.writer
+	}
+	sw := newSegmentWriter(w, sc, cols, tw, s.codec, ref, s.cfg.RowGroupBytes)
 	for {
 		recs, txns, err := next()
 		if err != nil && !errors.Is(err, io.EOF) {
@@ -289,6 +310,8 @@ func (s *Store) upload(ctx context.Context, tbl *table.Table, ref SegmentRef, p 
 		}
 		nulls[idProducerID], nulls[idProducerEpoch], nulls[idControl] = sw.count-sw.txnRows, sw.count-sw.txnRows, 0
 	}
+	// The typed columns get no counts: Iceberg keeps metrics of leaf
+	// columns, and these are not computed.
 	b.ValueCounts(values).NullValueCounts(nulls).LowerBoundValues(map[int][]byte{
 		idPartition: le32(ref.Partition), idOffset: le64(sw.minOff), idTimestamp: le64(sw.minTs),
 	}).UpperBoundValues(map[int][]byte{

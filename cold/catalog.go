@@ -13,6 +13,8 @@ import (
 
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
+
+	"github.com/korvet/korvet/engine/schema"
 )
 
 // errNoTable: the catalog has no such table.
@@ -301,28 +303,66 @@ func checkSchema(sc *iceberg.Schema) error {
 // the table's last column id, so they get the ids the files carry only if
 // nothing else was ever added to the table; otherwise it fails rather than
 // publish files whose columns the table would misname.
-func (s *Store) evolveSchema(txn *table.Transaction, tbl *table.Table) error {
-	if !s.cols.hasTxn() {
-		return nil // a Store writing the old file layout (tests)
+//
+// With typed, it also makes value_fields hold typed's shape (typedChanges),
+// in the same schema update (a transaction takes one), and returns
+// value_fields as the table then has it, with the ids the file must carry.
+func (s *Store) evolveSchema(txn *table.Transaction, tbl *table.Table, typed *schema.Typed) (iceberg.NestedField, error) {
+	var adds []iceberg.NestedField
+	if _, ok := tbl.Schema().FindFieldByName(txnFields()[0].Name); !ok && s.cols.hasTxn() {
+		// (checkSchema has seen all of them, with our ids, when the first
+		// is there; a Store without them writes the old layout: tests.)
+		if last := tbl.Metadata().LastColumnID(); last != idHeaderValue {
+			return iceberg.NestedField{}, fmt.Errorf("cold: table's last column id is %d, want %d to add the transaction columns", last, idHeaderValue)
+		}
+		adds = txnFields()
 	}
-	if _, ok := tbl.Schema().FindFieldByName(txnFields()[0].Name); ok {
-		return nil // checkSchema has seen all of them, with our ids
+	var changes []schemaChange
+	if typed != nil {
+		var have iceberg.Type
+		if f, ok := tbl.Schema().FindFieldByName(valueFieldsName); ok {
+			have = f.Type
+		}
+		var err error
+		if changes, err = typedChanges(have, typed.Shape); err != nil {
+			return iceberg.NestedField{}, err
+		}
 	}
-	if last := tbl.Metadata().LastColumnID(); last != idHeaderValue {
-		return fmt.Errorf("cold: table's last column id is %d, want %d to add the transaction columns", last, idHeaderValue)
+	if len(adds) > 0 || len(changes) > 0 {
+		var opts []table.UpdateSchemaOption
+		if nm := tbl.Metadata().NameMapping(); nm != nil {
+			// Keep the name mapping readers use for files without field
+			// ids in step with the schema.
+			opts = append(opts, table.WithNameMapping(nm))
+		}
+		u := txn.UpdateSchema(true, false, opts...)
+		for _, f := range adds {
+			u.AddColumn([]string{f.Name}, f.Type, f.Doc, false, nil)
+		}
+		for _, c := range changes {
+			if c.add != nil {
+				u.AddColumn(c.path, c.add, c.doc, false, nil)
+			} else {
+				u.UpdateColumn(c.path, table.ColumnUpdate{FieldType: iceberg.Optional[iceberg.Type]{Val: c.to, Valid: true}})
+			}
+		}
+		if err := u.Commit(); err != nil {
+			return iceberg.NestedField{}, fmt.Errorf("evolve the table schema: %w", err)
+		}
 	}
-	var opts []table.UpdateSchemaOption
-	if nm := tbl.Metadata().NameMapping(); nm != nil {
-		// Keep the name mapping readers use for files without field ids
-		// in step with the schema.
-		opts = append(opts, table.WithNameMapping(nm))
+	if typed == nil {
+		return iceberg.NestedField{}, nil
 	}
-	u := txn.UpdateSchema(true, false, opts...)
-	for _, f := range txnFields() {
-		u.AddColumn([]string{f.Name}, f.Type, f.Doc, false, nil)
+	staged, err := txn.StagedTable()
+	if err != nil {
+		return iceberg.NestedField{}, fmt.Errorf("typed columns: %w", err)
 	}
-	if err := u.Commit(); err != nil {
-		return fmt.Errorf("add transaction columns to the table schema: %w", err)
+	f, ok := staged.Schema().FindFieldByName(valueFieldsName)
+	if !ok {
+		return iceberg.NestedField{}, errors.New("typed columns: value_fields missing after the schema update")
 	}
-	return nil
+	if _, ok := f.Type.(*iceberg.StructType); !ok || f.Required {
+		return iceberg.NestedField{}, fmt.Errorf("%w: the table's value_fields is %s", errTypedChange, f.Type)
+	}
+	return f, nil
 }

@@ -31,6 +31,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/apache/iceberg-go"
 	iceio "github.com/apache/iceberg-go/io"
@@ -133,6 +134,10 @@ type Store struct {
 
 	mu     sync.Mutex
 	topics map[string]*topicState
+
+	typedMu     sync.Mutex
+	typedFn     TypedFunc            // SetTyped
+	typedWarned map[string]time.Time // topic -> last warning (warnTyped)
 
 	// afterUpload, when set (tests), runs between the upload of a data
 	// file and its commit; an error stands for a crash there.

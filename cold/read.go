@@ -221,11 +221,13 @@ func (r *spanReader) ReadAt(p []byte, off int64) (int, error) {
 // they hold.
 func (s *Store) readRowGroup(ctx context.Context, uri string, pf *parquet.File, cols *fileColumns, rg int) (rowGroupData, int, error) {
 	md := &pf.Metadata().RowGroups[rg]
-	all := make([]int, cols.n)
-	for i := range all {
-		all[i] = i
+	// The raw columns come first; the typed ones (last) are for query
+	// engines, not fetched.
+	raw := make([]int, cols.n-cols.typed)
+	for i := range raw {
+		raw[i] = i
 	}
-	r, err := s.fetchColumns(ctx, uri, md, all...)
+	r, err := s.fetchColumns(ctx, uri, md, raw...)
 	if err != nil {
 		return rowGroupData{}, 0, err
 	}

@@ -82,9 +82,13 @@ func txnFields() []iceberg.NestedField {
 // fields by name, so the file's columns are alphabetical; files written
 // before the transaction columns have other column indexes, so readers
 // locate columns by name (columnsOf).
-func segmentSchema() *parquet.Schema {
+func segmentSchema() *parquet.Schema { return segmentSchemaWith(nil) }
+
+// segmentSchemaWith is segmentSchema plus, when valueFields is not nil,
+// the typed value column value_fields (whose columns sort last).
+func segmentSchemaWith(valueFields parquet.Node) *parquet.Schema {
 	delta := func(n parquet.Node) parquet.Node { return parquet.Encoded(n, &parquet.DeltaBinaryPacked) }
-	return parquet.NewSchema("kafka_record", parquet.Group{
+	g := parquet.Group{
 		"producer_id":    parquet.FieldID(parquet.Optional(parquet.Int(64)), idProducerID),
 		"producer_epoch": parquet.FieldID(parquet.Optional(parquet.Int(32)), idProducerEpoch),
 		"control":        parquet.FieldID(parquet.Optional(parquet.Leaf(parquet.BooleanType)), idControl),
@@ -97,7 +101,11 @@ func segmentSchema() *parquet.Schema {
 			"key":   parquet.FieldID(parquet.Encoded(parquet.String(), &parquet.RLEDictionary), idHeaderKey),
 			"value": parquet.FieldID(parquet.Optional(parquet.Leaf(parquet.ByteArrayType)), idHeaderValue),
 		}, idHeader)), idHeaders),
-	})
+	}
+	if valueFields != nil {
+		g[valueFieldsName] = valueFields
+	}
+	return parquet.NewSchema("kafka_record", g)
 }
 
 // fileColumns holds the leaf column indexes of one segment file; -1 for a
@@ -106,6 +114,7 @@ func segmentSchema() *parquet.Schema {
 type fileColumns struct {
 	headerKey, headerValue, key, offset, partition, timestamp, value int
 	producerID, producerEpoch, control                               int
+	typed                                                            int // value_fields leaf columns, which come last
 	n                                                                int // leaf columns
 }
 
@@ -115,9 +124,11 @@ func (c *fileColumns) hasTxn() bool {
 }
 
 // columnsOf locates the columns of a segment file's schema, and rejects a
-// file that is not a korvet segment.
+// file that is not a korvet segment. The typed value columns (value_fields,
+// in files of topics with a value schema) are counted, not located: reads
+// take records from the raw columns only.
 func columnsOf(sc *parquet.Schema) (fileColumns, error) {
-	c := fileColumns{-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0}
+	c := fileColumns{-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0, 0}
 	byPath := map[string]*int{
 		"headers.list.element.key": &c.headerKey, "headers.list.element.value": &c.headerValue,
 		"key": &c.key, "offset": &c.offset, "partition": &c.partition, "timestamp": &c.timestamp, "value": &c.value,
@@ -128,6 +139,13 @@ func columnsOf(sc *parquet.Schema) (fileColumns, error) {
 	for i, path := range cols {
 		if p, ok := byPath[strings.Join(path, ".")]; ok {
 			*p = i
+		}
+		if path[0] == valueFieldsName {
+			// Rows are written with the typed values last.
+			if c.typed == 0 && i != len(cols)-countTyped(cols) {
+				return c, errors.New("not a korvet segment file: typed columns out of place")
+			}
+			c.typed++
 		}
 	}
 	for name, p := range byPath {
@@ -140,10 +158,23 @@ func columnsOf(sc *parquet.Schema) (fileColumns, error) {
 	if tx := c.producerID >= 0 || c.producerEpoch >= 0 || c.control >= 0; tx && !c.hasTxn() {
 		return c, errors.New("not a korvet segment file: some transaction columns missing")
 	}
-	if want := 7 + 3*btoi(c.hasTxn()); c.n != want {
+	if c.typed > 0 && !c.hasTxn() {
+		return c, errors.New("not a korvet segment file: typed columns without transaction columns")
+	}
+	if want := 7 + 3*btoi(c.hasTxn()) + c.typed; c.n != want {
 		return c, fmt.Errorf("not a korvet segment file: %d columns", c.n)
 	}
 	return c, nil
+}
+
+func countTyped(cols [][]string) int {
+	n := 0
+	for _, p := range cols {
+		if p[0] == valueFieldsName {
+			n++
+		}
+	}
+	return n
 }
 
 func btoi(b bool) int {
@@ -164,6 +195,7 @@ type segmentWriter struct {
 	vals          []parquet.Value
 	starts        []int // where each row of a batch begins in vals
 	cols          fileColumns
+	typed         *typedWriter // nil: no typed columns
 
 	partition int32
 	count     int64
@@ -177,7 +209,7 @@ type segmentWriter struct {
 	lastOff   int64
 }
 
-func newSegmentWriter(out io.Writer, schema *parquet.Schema, cols fileColumns, codec *zstd.Codec, ref SegmentRef, rowGroupBytes int) *segmentWriter {
+func newSegmentWriter(out io.Writer, schema *parquet.Schema, cols fileColumns, typed *typedWriter, codec *zstd.Codec, ref SegmentRef, rowGroupBytes int) *segmentWriter {
 	w := parquet.NewGenericWriter[any](out, schema,
 		parquet.Compression(codec),
 		parquet.PageBufferSize(256<<10),
@@ -194,7 +226,7 @@ func newSegmentWriter(out io.Writer, schema *parquet.Schema, cols fileColumns, c
 		parquet.KeyValueMetadata("korvet.segment", strconv.FormatInt(ref.Segment, 10)),
 	)
 	return &segmentWriter{
-		w: w, cols: cols, rowGroupBytes: rowGroupBytes, partition: ref.Partition,
+		w: w, cols: cols, typed: typed, rowGroupBytes: rowGroupBytes, partition: ref.Partition,
 		minOff: math.MaxInt64, maxOff: math.MinInt64, minTs: math.MaxInt64, maxTs: math.MinInt64,
 		lastOff: -1,
 	}
@@ -294,6 +326,9 @@ func (s *segmentWriter) writeRows(recs []record.Record, txns []record.Txn) error
 			parquet.Int64Value(r.Timestamp).Level(0, 0, c.timestamp),
 			optBytes(r.Value).Level(0, defOf(r.Value, 1), c.value),
 		)
+		if s.typed != nil {
+			s.vals = s.typed.appendRow(s.vals, r.Value)
+		}
 		s.count++
 		s.minOff, s.maxOff = min(s.minOff, r.Offset), max(s.maxOff, r.Offset)
 		s.minTs, s.maxTs = min(s.minTs, r.Timestamp), max(s.maxTs, r.Timestamp)

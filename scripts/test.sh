@@ -11,7 +11,8 @@
 #   scripts/test.sh
 #
 # Steps: go vet, gofmt check, go test (all packages, real redis-server
-# child processes on free 127.0.0.1 ports), each fuzz target for 5 s
+# child processes on free 127.0.0.1 ports), the DuckDB module
+# internal/duckdbtest (cgo: gcc, g++), each fuzz target for 5 s
 # (scripts/fuzz.sh), then scripts/conformance.sh when it exists and is
 # executable.
 set -euo pipefail
@@ -30,6 +31,9 @@ need_cmd kcat kcat
 need_cmd chromium chromium
 need_cmd systemd-analyze systemd
 need_cmd dpkg-deb dpkg
+# DuckDB (cgo) for internal/duckdbtest, which reads the cold tier's Parquet files.
+need_cmd gcc gcc
+need_cmd g++ g++
 # kafka-python 2.0 (a client test drives it through Debian's python3).
 /usr/bin/python3 -c 'import kafka' >/dev/null 2>&1 || apt_install "python kafka module" python3-kafka
 # confluent-kafka (librdkafka; the SCRAM client tests log in with it).
@@ -72,6 +76,9 @@ echo "ok"
 
 section "go test -count=1 -timeout 30m ./..."
 go test -count=1 -timeout 30m ./...
+
+section "internal/duckdbtest (its own module: DuckDB reads the cold tier's typed columns)"
+(cd internal/duckdbtest && go vet ./... && go test -count=1 -timeout 10m ./...)
 
 section "scripts/fuzz.sh (FUZZTIME=5s)"
 FUZZTIME=5s scripts/fuzz.sh
