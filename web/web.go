@@ -20,6 +20,7 @@ import (
 	"github.com/korvet/korvet/engine"
 	"github.com/korvet/korvet/engine/auth"
 	"github.com/korvet/korvet/engine/group"
+	"github.com/korvet/korvet/engine/registry"
 )
 
 // Options configure the handler. Everything but Version and Started may
@@ -53,6 +54,11 @@ type Options struct {
 	RestrictHosts bool
 	Hosts         []string
 	Logger        *slog.Logger
+
+	// Registry is the schema registry, for the status page's Schemas
+	// card, /api/v1/schemas and the korvet_schema_* gauges; nil hides
+	// them.
+	Registry *registry.Registry
 
 	// KVMgetMaxBytes caps the value bytes of one _mget answer; 0 means
 	// DefaultKVMgetMaxBytes.
@@ -124,6 +130,7 @@ func New(eng *engine.Engine, opts Options) http.Handler {
 	mux.HandleFunc("GET /api/v1/groups", s.apiGroups)
 	mux.HandleFunc("GET /api/v1/share-groups", s.apiShareGroups)
 	mux.HandleFunc("GET /api/v1/redis", s.apiRedis)
+	mux.HandleFunc("GET /api/v1/schemas", s.apiSchemas)
 	mux.HandleFunc("POST /api/v1/index/rebuild", s.admin(s.apiIndexRebuild))
 	registerKV(mux, eng.KV(), opts.KVMgetMaxBytes, s.topicGuard)
 	if store := eng.ColdStore(); store != nil {
