@@ -30,8 +30,8 @@ const (
 	CodeSchemaNotFound        = 40403
 	CodeSubjectSoftDeleted    = 40404
 	CodeSubjectNotSoftDeleted = 40405
-	CodeVersionNotSoftDeleted = 40406
-	CodeVersionSoftDeleted    = 40407
+	CodeVersionSoftDeleted    = 40406 // Confluent's numbers (and franz-go's sr):
+	CodeVersionNotSoftDeleted = 40407 // soft twice is 40406, permanent first 40407
 	CodeSubjectLevelNotFound  = 40408
 	CodeSubjectModeNotFound   = 40409
 	CodeIncompatible          = 409
@@ -41,7 +41,9 @@ const (
 	CodeInvalidMode           = 42204
 	CodeOperationNotPermitted = 42205
 	CodeReferenceExists       = 42206
+	CodeIDDoesNotMatch        = 42207
 	CodeInvalidSubject        = 42208
+	CodeSchemaTooLarge        = 42209
 	CodeBackend               = 50001
 )
 

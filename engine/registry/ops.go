@@ -96,7 +96,7 @@ func (r *Registry) Register(ctx context.Context, subject string, src schema.Sour
 			for _, v := range st.live() {
 				if v.ID == int32(id) {
 					if opts.ID > 0 && opts.ID != v.ID {
-						return 0, 0, unprocessable(CodeOperationNotPermitted, "Schema already registered with id %d instead of input id %d", v.ID, opts.ID)
+						return 0, 0, unprocessable(CodeIDDoesNotMatch, "Schema already registered with id %d instead of input id %d", v.ID, opts.ID)
 					}
 					return v.ID, v.Version, nil
 				}
@@ -159,7 +159,7 @@ func (r *Registry) Register(ctx context.Context, subject string, src schema.Sour
 		case 1:
 			continue // someone else wrote first: read again
 		case 2:
-			return 0, 0, unprocessable(CodeOperationNotPermitted, "Schema already registered with id %d instead of input id %d", id64, opts.ID)
+			return 0, 0, unprocessable(CodeIDDoesNotMatch, "Schema already registered with id %d instead of input id %d", id64, opts.ID)
 		default:
 			return 0, 0, unprocessable(CodeOperationNotPermitted, "Overwrite new schema with id %d is not permitted: the id names another schema", opts.ID)
 		}

@@ -111,7 +111,7 @@ func TestRegisterIdempotentAndShared(t *testing.T) {
 	_, _, err = r.Register(ctx, string(make([]byte, 256)), v1, RegisterOptions{})
 	wantCode(t, err, CodeInvalidSubject)
 	_, _, err = r.Register(ctx, "x", schema.Source{Text: string(make([]byte, MaxSchemaBytes+1))}, RegisterOptions{})
-	wantCode(t, err, CodeInvalidSchema)
+	wantCode(t, err, CodeSchemaTooLarge)
 
 	// Another Registry on the same Redis (a restart, another broker)
 	// sees it all.

@@ -89,7 +89,7 @@ func checkSubject(subject string) error {
 // checkSource bounds a schema a client sends before it is parsed.
 func checkSource(src schema.Source) error {
 	if len(src.Text) > MaxSchemaBytes {
-		return unprocessable(CodeInvalidSchema, "Invalid schema: %d bytes, at most %d", len(src.Text), MaxSchemaBytes)
+		return unprocessable(CodeSchemaTooLarge, "Schema too large: %d bytes, at most %d", len(src.Text), MaxSchemaBytes)
 	}
 	if len(src.References) > MaxReferences {
 		return unprocessable(CodeInvalidSchema, "Invalid schema: %d references, at most %d", len(src.References), MaxReferences)
