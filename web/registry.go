@@ -260,15 +260,12 @@ func versionJSON(v registry.Version) schemaJSON {
 	return j
 }
 
-// writeText answers a schema's text alone: Avro and JSON Schema are JSON
-// themselves; Protobuf text goes as a JSON string.
+// writeText answers a schema's text alone, as registered (Confluent's
+// registry does the same for every format: Avro and JSON Schema are JSON
+// themselves, a .proto goes as its text).
 func writeText(w http.ResponseWriter, src schema.Source) {
 	w.Header().Set("Content-Type", srContentType)
 	w.Header().Set("X-Content-Type-Options", "nosniff")
-	if src.Format == schema.Protobuf {
-		_ = json.NewEncoder(w).Encode(src.Text)
-		return
-	}
 	_, _ = io.WriteString(w, src.Text)
 }
 

@@ -226,6 +226,34 @@ func TestRegistryWithFranzClient(t *testing.T) {
 	if _, err := cl.CreateSchema(ctx, "dangling-value", sr.Schema{Schema: avroV1, References: []sr.SchemaReference{{Name: "X", Subject: "nope", Version: 1}}}); srCode(err) != 42201 {
 		t.Fatalf("a reference to nothing: %v", err)
 	}
+
+	// JSON Schema and Protobuf, a Protobuf import as a reference.
+	js := `{"type":"object","properties":{"n":{"type":"string"}}}`
+	jsID, err := cl.CreateSchema(ctx, "j-value", sr.Schema{Schema: js, Type: sr.TypeJSON})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, err := cl.SchemaByID(ctx, jsID.ID); err != nil || s.Type != sr.TypeJSON || s.Schema != js {
+		t.Fatalf("JSON schema by id: %+v %v", s, err)
+	}
+	if _, err := cl.CreateSchema(ctx, "j-value", sr.Schema{Schema: `{"type":"object","properties":{"n":{"type":"integer"}}}`, Type: sr.TypeJSON}); srCode(err) != 409 {
+		t.Fatalf("incompatible JSON schema: %v", err)
+	}
+	if _, err := cl.CreateSchema(ctx, "geo.proto", sr.Schema{Schema: `syntax = "proto3"; package acme; message Geo { double lat = 1; }`, Type: sr.TypeProtobuf}); err != nil {
+		t.Fatal(err)
+	}
+	proto := `syntax = "proto3"; package acme; import "acme/geo.proto"; message Place { string name = 1; Geo geo = 2; }`
+	place, err := cl.CreateSchema(ctx, "place-value", sr.Schema{Schema: proto, Type: sr.TypeProtobuf,
+		References: []sr.SchemaReference{{Name: "acme/geo.proto", Subject: "geo.proto", Version: 1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if txt, err := cl.SchemaTextByID(ctx, place.ID); err != nil || txt != proto {
+		t.Fatalf("proto text by id: %q %v", txt, err)
+	}
+	if s, err := cl.SchemaByVersion(ctx, "place-value", 1); err != nil || s.Type != sr.TypeProtobuf || len(s.References) != 1 {
+		t.Fatalf("proto by version: %+v %v", s, err)
+	}
 }
 
 // call makes a raw request and returns the status and the decoded body.

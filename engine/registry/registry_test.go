@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -442,4 +443,76 @@ func TestClusterLayoutOneSlot(t *testing.T) {
 			t.Errorf("%s is in slot %d, %s in %d", key, resp.Slot(key), k.Subjects(), slot)
 		}
 	}
+}
+
+// TestFormatsAndReferences registers Avro, JSON Schema and Protobuf
+// schemas that reference a schema that references another (resolved from
+// Redis), refuses incompatible changes in each format, and keeps
+// referenced versions from being deleted.
+func TestFormatsAndReferences(t *testing.T) {
+	r := open(t, testbed.StartRedis(t).URL)
+	ctx := context.Background()
+	type chain struct {
+		format                schema.Format
+		geo, addr, order, bad string
+		geoRef, addrRef       string
+	}
+	for _, c := range []chain{
+		{schema.Avro,
+			`{"type":"record","name":"Geo","namespace":"com.acme","fields":[{"name":"lat","type":"double"}]}`,
+			`{"type":"record","name":"Address","namespace":"com.acme","fields":[{"name":"street","type":"string"},{"name":"geo","type":"com.acme.Geo"}]}`,
+			`{"type":"record","name":"Order","namespace":"com.acme","fields":[{"name":"to","type":"com.acme.Address"}]}`,
+			`{"type":"record","name":"Order","namespace":"com.acme","fields":[{"name":"to","type":"string"}]}`,
+			"com.acme.Geo", "com.acme.Address"},
+		{schema.JSON,
+			`{"type":"object","properties":{"lat":{"type":"number"}}}`,
+			`{"type":"object","properties":{"street":{"type":"string"},"geo":{"$ref":"geo.json"}},"required":["street"]}`,
+			`{"type":"object","properties":{"to":{"$ref":"address.json"},"n":{"type":"string"}}}`,
+			`{"type":"object","properties":{"to":{"$ref":"address.json"},"n":{"type":"number"}}}`,
+			"geo.json", "address.json"},
+		{schema.Protobuf,
+			`syntax = "proto3"; package acme; message Geo { double lat = 1; }`,
+			`syntax = "proto3"; package acme; import "acme/geo.proto"; message Address { string street = 1; Geo geo = 2; }`,
+			`syntax = "proto3"; package acme; import "acme/address.proto"; message Order { Address to = 1; string n = 2; }`,
+			`syntax = "proto3"; package acme; import "acme/address.proto"; message Order { Address to = 1; int64 n = 2; }`,
+			"acme/geo.proto", "acme/address.proto"},
+	} {
+		p := strings.ToLower(string(c.format)) + "-"
+		if _, _, err := r.Register(ctx, p+"geo", schema.Source{Format: c.format, Text: c.geo}, RegisterOptions{}); err != nil {
+			t.Fatalf("%s geo: %v", c.format, err)
+		}
+		addr := schema.Source{Format: c.format, Text: c.addr, References: []schema.Reference{{Name: c.geoRef, Subject: p + "geo", Version: 1}}}
+		if _, _, err := r.Register(ctx, p+"address", addr, RegisterOptions{}); err != nil {
+			t.Fatalf("%s address: %v", c.format, err)
+		}
+		order := schema.Source{Format: c.format, Text: c.order, References: []schema.Reference{{Name: c.addrRef, Subject: p + "address", Version: 1}}}
+		id, v, err := r.Register(ctx, p+"order-value", order, RegisterOptions{})
+		if err != nil || v != 1 {
+			t.Fatalf("%s order: %d %v", c.format, v, err)
+		}
+		if again, _, err := r.Register(ctx, p+"order-value", order, RegisterOptions{}); err != nil || again != id {
+			t.Fatalf("%s order again: id %d %v, want %d", c.format, again, err, id)
+		}
+		s, err := r.SchemaByID(ctx, id)
+		if err != nil || s.Format() != c.format || len(s.Source().References) != 1 {
+			t.Fatalf("%s order by id: %v", c.format, err)
+		}
+		bad := order
+		bad.Text = c.bad
+		_, _, err = r.Register(ctx, p+"order-value", bad, RegisterOptions{})
+		wantCode(t, err, CodeIncompatible)
+		if by, err := r.ReferencedBy(ctx, p+"geo", 1); err != nil || len(by) != 1 {
+			t.Fatalf("%s geo referenced by %v %v", c.format, by, err)
+		}
+		_, err = r.DeleteVersion(ctx, p+"address", 1, DeleteOptions{})
+		wantCode(t, err, CodeReferenceExists)
+		// A reference by the wrong name does not parse.
+		wrong := order
+		wrong.References = []schema.Reference{{Name: "nope", Subject: p + "address", Version: 1}}
+		_, _, err = r.Register(ctx, p+"wrong-value", wrong, RegisterOptions{})
+		wantCode(t, err, CodeInvalidSchema)
+	}
+	// Another format in the same subject is incompatible.
+	_, _, err := r.Register(ctx, "avro-geo", schema.Source{Format: schema.JSON, Text: `{"type":"object"}`}, RegisterOptions{})
+	wantCode(t, err, CodeIncompatible)
 }
