@@ -516,3 +516,48 @@ func TestFormatsAndReferences(t *testing.T) {
 	_, _, err := r.Register(ctx, "avro-geo", schema.Source{Format: schema.JSON, Text: `{"type":"object"}`}, RegisterOptions{})
 	wantCode(t, err, CodeIncompatible)
 }
+
+// TestRegistryOnRedisCluster: on a real Redis Cluster the registry's keys
+// share one slot, so its scripts run; two registries (two brokers) see
+// the same registrations, references included.
+func TestRegistryOnRedisCluster(t *testing.T) {
+	c := testbed.StartRedisCluster(t, 3, 0)
+	ctx := context.Background()
+	var regs []*Registry
+	for range 2 {
+		rc, err := resp.New(c.URL, resp.Options{Cluster: true, Seeds: c.Seeds})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { rc.Close() })
+		r, err := Open(ctx, rc, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		regs = append(regs, r)
+	}
+	if _, _, err := regs[0].Register(ctx, "inner", avroRecord("Inner", fA), RegisterOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	outer := schema.Source{Format: schema.Avro, Text: `{"type":"record","name":"Outer","fields":[{"name":"in","type":"Inner"}]}`,
+		References: []schema.Reference{{Name: "Inner", Subject: "inner", Version: 1}}}
+	id, _, err := regs[1].Register(ctx, "outer-value", outer, RegisterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := regs[1].SetLevel(ctx, "outer-value", schema.Full); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := regs[0].Version(ctx, "outer-value", Latest, false); err != nil || got.ID != id {
+		t.Fatalf("the other registry: %+v %v", got, err)
+	}
+	_, err = regs[0].DeleteVersion(ctx, "inner", 1, DeleteOptions{})
+	wantCode(t, err, CodeReferenceExists)
+	k := keys.New(keys.Default, true)
+	home := c.MasterOf(t, k.Subjects())
+	for _, key := range []string{k.Schemas(), k.SchemaIDs(), k.SchemaConfig()} {
+		if m := c.MasterOf(t, key); m != home {
+			t.Errorf("%s lives on %s, %s on %s", key, m.Addr, k.Subjects(), home.Addr)
+		}
+	}
+}
