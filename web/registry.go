@@ -114,7 +114,7 @@ func (a *regAPI) fail(w http.ResponseWriter, r *http.Request, err error) {
 		return
 	}
 	a.s.log.Warn("schema registry: backend error", "method", r.Method, "path", r.URL.Path, "err", err)
-	srJSON(w, http.StatusInternalServerError, srErrorBody{registry.CodeBackend, "Error in the backend data store: " + err.Error()})
+	srJSON(w, http.StatusInternalServerError, srErrorBody{registry.CodeBackend, "Error in the backend data store (see korvet's log)"})
 }
 
 // topicOf is the topic whose ACLs cover subject.

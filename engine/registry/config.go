@@ -63,10 +63,15 @@ func (c configs) level(subject string) (schema.Level, bool) {
 // wins over a subject's own mode.
 func (c configs) mode(subject string) Mode {
 	global := Mode(c[modeField("")])
-	if global == ReadOnlyOverride {
+	switch {
+	case subject == "" && global == "":
+		return ReadWrite
+	case subject == "":
+		return global
+	case global == ReadOnlyOverride:
 		return ReadOnly
 	}
-	if m, ok := c[modeField(subject)]; ok && subject != "" {
+	if m, ok := c[modeField(subject)]; ok {
 		return Mode(m)
 	}
 	if global == "" {

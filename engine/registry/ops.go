@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -139,7 +140,7 @@ func (r *Registry) Register(ctx context.Context, subject string, src schema.Sour
 			hasRefs = "1"
 		}
 		args := []any{subject, raw, fp, srcJSON, before, after, opts.ID, hasRefs}
-		for _, ref := range slices.Sorted(mapsKeys(guards)) {
+		for _, ref := range slices.Sorted(maps.Keys(guards)) {
 			args = append(args, ref, guards[ref])
 		}
 		v, err := registerScript.run(ctx, r.rc, []string{r.k.Subjects(), r.k.Schemas(), r.k.SchemaIDs()}, args...)
@@ -356,7 +357,7 @@ func (r *Registry) AllVersions(ctx context.Context, prefix string, deleted, late
 		return nil, err
 	}
 	out := []Version{}
-	for _, name := range slices.Sorted(mapsKeys(all)) {
+	for _, name := range slices.Sorted(maps.Keys(all)) {
 		if !strings.HasPrefix(name, prefix) {
 			continue
 		}
@@ -388,7 +389,7 @@ func (r *Registry) Usages(ctx context.Context, id int32, deleted bool) ([]Subjec
 		return nil, err
 	}
 	out := []SubjectVersion{}
-	for _, name := range slices.Sorted(mapsKeys(all)) {
+	for _, name := range slices.Sorted(maps.Keys(all)) {
 		for _, v := range all[name].Versions {
 			if v.ID == id && (deleted || !v.Deleted) {
 				out = append(out, SubjectVersion{Subject: name, Version: v.Version})
@@ -462,7 +463,7 @@ func (r *Registry) referencers(ctx context.Context) (map[SubjectVersion][]int32,
 		return nil, err
 	}
 	out := map[SubjectVersion][]int32{}
-	for _, id := range slices.Sorted(mapsKeysInt(srcs)) {
+	for _, id := range slices.Sorted(maps.Keys(srcs)) {
 		if !live[id] {
 			continue
 		}
@@ -472,16 +473,6 @@ func (r *Registry) referencers(ctx context.Context) (map[SubjectVersion][]int32,
 		}
 	}
 	return out, nil
-}
-
-func mapsKeysInt[V any](m map[int32]V) func(func(int32) bool) {
-	return func(yield func(int32) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
 
 // DeleteOptions are a delete's extras.

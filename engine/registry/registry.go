@@ -18,6 +18,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 
@@ -119,7 +120,7 @@ func (r *Registry) Subjects(ctx context.Context) ([]SubjectInfo, error) {
 		return nil, err
 	}
 	var out []SubjectInfo
-	for _, name := range slices.Sorted(mapsKeys(all)) {
+	for _, name := range slices.Sorted(maps.Keys(all)) {
 		st := all[name]
 		live := st.live()
 		if len(live) == 0 {

@@ -256,6 +256,24 @@ func TestConfigAndMode(t *testing.T) {
 	}
 	_, err = r.SubjectMode(ctx, "c-value")
 	wantCode(t, err, CodeSubjectModeNotFound)
+	// READONLY_OVERRIDE reads as itself globally and beats a subject's own mode.
+	if err := r.SetMode(ctx, "c-value", ReadWrite, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.SetMode(ctx, "", ReadOnlyOverride, false); err != nil {
+		t.Fatal(err)
+	}
+	if g, _ := r.Mode(ctx, ""); g != ReadOnlyOverride {
+		t.Fatalf("global mode %s, want READONLY_OVERRIDE", g)
+	}
+	_, _, err = r.Register(ctx, "c-value", avroRecord("R3", fA), RegisterOptions{})
+	wantCode(t, err, CodeOperationNotPermitted)
+	if _, err := r.DeleteMode(ctx, ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.DeleteMode(ctx, "c-value"); err != nil {
+		t.Fatal(err)
+	}
 	// Global IMPORT needs an empty registry, unless forced.
 	wantCode(t, r.SetMode(ctx, "", Import, false), CodeOperationNotPermitted)
 	if err := r.SetMode(ctx, "", Import, true); err != nil {
@@ -559,5 +577,26 @@ func TestRegistryOnRedisCluster(t *testing.T) {
 		if m := c.MasterOf(t, key); m != home {
 			t.Errorf("%s lives on %s, %s on %s", key, m.Addr, k.Subjects(), home.Addr)
 		}
+	}
+}
+
+// TestValueTyped reads a topic's value subject, soft-deleted versions
+// included; a topic without one has no typed columns.
+func TestValueTyped(t *testing.T) {
+	r := open(t, testbed.StartRedis(t).URL)
+	ctx := context.Background()
+	if typed, err := r.ValueTyped(ctx, "plain"); err != nil || typed != nil {
+		t.Fatalf("no subject: %v %v, want nil", typed, err)
+	}
+	for _, src := range []schema.Source{avroRecord("R", fA), avroRecord("R", fA, fBDefault)} {
+		if _, _, err := r.Register(ctx, "orders-value", src, RegisterOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := r.DeleteVersion(ctx, "orders-value", 1, DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.ValueTyped(ctx, "orders"); err != nil {
+		t.Fatalf("typed columns of orders: %v", err)
 	}
 }

@@ -8,7 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
+
 	"slices"
 	"strconv"
 	"unicode"
@@ -63,8 +63,6 @@ func (st *subjectState) maxVersion() int {
 	}
 	return m
 }
-
-func mapsKeys[V any](m map[string]V) func(func(string) bool) { return maps.Keys(m) }
 
 // checkSubject refuses subject names Confluent clients cannot round-trip
 // or that would confuse logs: empty, longer than MaxSubjectBytes, not
