@@ -100,24 +100,20 @@ type server struct {
 	// comparison constant-time whatever the lengths.
 	adminHash *[32]byte
 	logins    *loginCache
+	// failBody, when set, writes the gate's refusals (default writeError).
+	failBody func(w http.ResponseWriter, code int, msg string)
 	// leaderMoves counts leader events (korvet_leadership_moves_total).
 	leaderMoves atomic.Int64
 }
 
 // New returns korvet's HTTP handler.
 func New(eng *engine.Engine, opts Options) http.Handler {
-	s := &server{eng: eng, opts: opts, groups: opts.Groups, log: opts.Logger, logins: newLoginCache()}
+	s := newServer(opts)
+	s.eng, s.groups = eng, opts.Groups
 	if s.groups == nil {
 		s.groups = eng.Groups()
 	}
-	if s.log == nil {
-		s.log = slog.Default()
-	}
 	s.countLeaderMoves(eng)
-	if opts.AdminToken != "" {
-		h := sha256.Sum256([]byte(opts.AdminToken))
-		s.adminHash = &h
-	}
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", s.healthz)
@@ -154,6 +150,20 @@ func New(eng *engine.Engine, opts Options) http.Handler {
 	// The KV headers go outermost, so that refusals on KV paths carry
 	// them too.
 	return withKVHeaders(s.gate(mux))
+}
+
+// newServer returns a server with opts' logins and policy: the HTTP side's
+// and the schema registry's share how they log requests in.
+func newServer(opts Options) *server {
+	s := &server{opts: opts, log: opts.Logger, logins: newLoginCache()}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	if opts.AdminToken != "" {
+		h := sha256.Sum256([]byte(opts.AdminToken))
+		s.adminHash = &h
+	}
+	return s
 }
 
 // pageHeaders keep the page self-contained: scripts and styles from
