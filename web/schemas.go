@@ -3,7 +3,6 @@ package web
 import (
 	"context"
 	"net/http"
-	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -14,21 +13,8 @@ import (
 // The schema registry as the status page, /api/v1 and /metrics show it;
 // the registry's own REST API is NewRegistry's.
 
-// schemaTopicOf is the topic whose ACLs govern subject: T for the
-// TopicNameStrategy subjects "T-key" and "T-value", else the subject
-// name itself, checked as a topic name.
-func schemaTopicOf(subject string) string {
-	if t, ok := strings.CutSuffix(subject, "-value"); ok && t != "" {
-		return t
-	}
-	if t, ok := strings.CutSuffix(subject, "-key"); ok && t != "" {
-		return t
-	}
-	return subject
-}
-
 // apiSchemas lists the subjects r's principal may read (READ on the
-// subject's topic), with their versions, latest id, type, compatibility
+// subject's topic, topicOf: the registry API's own rule), with their versions, latest id, type, compatibility
 // and mode.
 func (s *server) apiSchemas(w http.ResponseWriter, r *http.Request) {
 	if s.opts.Registry == nil {
@@ -45,7 +31,7 @@ func (s *server) apiSchemas(w http.ResponseWriter, r *http.Request) {
 	}
 	out := make([]registry.SubjectInfo, 0, len(subjects))
 	for _, sub := range subjects {
-		if !s.mayTopic(r, auth.OpRead, schemaTopicOf(sub.Subject)) {
+		if !s.mayTopic(r, auth.OpRead, topicOf(sub.Subject)) {
 			continue
 		}
 		if sub.Versions == nil {

@@ -116,14 +116,3 @@ func TestAPISchemas(t *testing.T) {
 		t.Error("no registry, yet /metrics has korvet_schema_subjects")
 	}
 }
-
-func TestSchemaTopicOf(t *testing.T) {
-	for subject, topic := range map[string]string{
-		"orders-value": "orders", "orders-key": "orders", "orders": "orders", "-value": "-value", "-key": "-key",
-		"a-b-value": "a-b", "com.example.Order": "com.example.Order", "orders-value-value": "orders-value",
-	} {
-		if got := schemaTopicOf(subject); got != topic {
-			t.Errorf("schemaTopicOf(%q) = %q, want %q", subject, got, topic)
-		}
-	}
-}
