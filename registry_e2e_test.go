@@ -360,7 +360,8 @@ out["soft_twice"] = code(lambda: client.delete_subject(subject))
 other = json.dumps({"title": "Gone", "type": "object", "properties": {"g": {"type": "boolean"}}})
 out["gone_id"] = client.register_schema("gone-value", Schema(other, "JSON"))
 out["gone_deleted"] = client.delete_subject("gone-value", permanent=True)
-out["gone_schema"] = code(lambda: client.get_schema(out["gone_id"]))
+# A fresh client: register_schema cached the id in this one.
+out["gone_schema"] = code(lambda: SchemaRegistryClient({"url": url}).get_schema(out["gone_id"]))
 print(json.dumps(out))
 `
 
