@@ -204,7 +204,8 @@ func TestStatusPage(t *testing.T) {
 		// The Redis shards section: the one shard, its master and memory bar,
 		// its slots and partitions.
 		`data-shard="` + p.redis.Addr + `"`, `data-role="master"`, `class="membar `, "0-16383", "standalone", "5 partitions · redirects: 0 moved",
-		// The Schemas card.
+		// The Schemas card, and the registry among the listeners.
+		"Schema registry", strings.TrimPrefix(p.registryBase, "http://"),
 		`data-subject="orders-value"`, `data-subject="users-value"`, "FULL *", `id="schemas-count">2<`} {
 		if !strings.Contains(dom, want) {
 			t.Errorf("page DOM lacks %q", want)
