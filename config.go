@@ -114,6 +114,14 @@ type Config struct {
 		MaxConnections    int      `toml:"max_connections"`
 		KVMgetMaxBytes    int64    `toml:"kv_mget_max_bytes"`
 	} `toml:"http"`
+	// SchemaRegistry is the Confluent-compatible schema registry's own
+	// listener (registry_listener.go); logins, anonymity, timeouts and
+	// max_connections are [http]'s.
+	SchemaRegistry struct {
+		Listen   string `toml:"listen"`
+		CertFile string `toml:"cert_file"`
+		KeyFile  string `toml:"key_file"`
+	} `toml:"schema_registry"`
 	Redis struct {
 		URL      string   `toml:"url"`
 		Keyspace string   `toml:"keyspace"`
@@ -215,6 +223,7 @@ func defaultConfig() Config {
 	c.HTTP.IdleTimeout.Duration = 120 * time.Second
 	c.HTTP.MaxConnections = 256
 	c.HTTP.KVMgetMaxBytes = 16 << 20
+	c.SchemaRegistry.Listen = "127.0.0.1:8081" // Confluent's port
 	c.Redis.URL = "redis://127.0.0.1:6379/0"
 	c.Redis.Keyspace = "korvet"
 	c.Redis.PoolSize = 16
@@ -386,6 +395,9 @@ func loadConfig(path string) (Config, error) {
 		return c, err
 	}
 	if err := c.checkHTTPLimits(bad); err != nil {
+		return c, err
+	}
+	if err := c.checkSchemaRegistry(bad); err != nil {
 		return c, err
 	}
 	return c, nil

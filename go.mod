@@ -86,6 +86,7 @@ require (
 	github.com/tidwall/match v1.1.1 // indirect
 	github.com/tinylib/msgp v1.6.4 // indirect
 	github.com/twmb/avro v1.8.0 // indirect
+	github.com/twmb/franz-go/pkg/sr v1.8.0 // indirect
 	github.com/twmb/murmur3 v1.1.8 // indirect
 	github.com/twpayne/go-geom v1.6.1 // indirect
 	github.com/zeebo/xxh3 v1.1.0 // indirect

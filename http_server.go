@@ -36,19 +36,33 @@ func newHTTPServer(cfg Config, h http.Handler) *http.Server {
 // serveHTTP serves h on ln, over HTTPS with [http] cert_file, at most
 // [http] max_connections at a time, until Shutdown.
 func serveHTTP(cfg Config, ln net.Listener, h http.Handler, log *slog.Logger) *http.Server {
+	return serveDoor(cfg, httpDoor{name: "http", table: "[http]", listen: cfg.HTTP.Listen, certFile: cfg.HTTP.CertFile, keyFile: cfg.HTTP.KeyFile}, ln, h, log)
+}
+
+// httpDoor is one HTTP listener: [http]'s, or [schema_registry]'s, which
+// has its own address and certificate but [http]'s logins and limits.
+type httpDoor struct {
+	name, table       string // for logs: "http", "[http]"
+	listen            string
+	certFile, keyFile string
+}
+
+// serveDoor serves h on ln as d says, with [http]'s timeouts and
+// max_connections, until Shutdown.
+func serveDoor(cfg Config, d httpDoor, ln net.Listener, h http.Handler, log *slog.Logger) *http.Server {
 	hs := newHTTPServer(cfg, h)
-	if cfg.HTTP.Auth == authBasic && cfg.HTTP.CertFile == "" && !loopbackListen(cfg.HTTP.Listen) {
-		log.Warn("HTTP Basic logins cross the network in the clear: set [http] cert_file and key_file for HTTPS", "http", ln.Addr().String())
+	if cfg.HTTP.Auth == authBasic && d.certFile == "" && !loopbackListen(d.listen) {
+		log.Warn("HTTP Basic logins cross the network in the clear: set "+d.table+" cert_file and key_file for HTTPS", d.name, ln.Addr().String())
 	}
 	go func() {
 		var err error
-		if ln := limitListener(ln, cfg.HTTP.MaxConnections); cfg.HTTP.CertFile != "" {
-			err = hs.ServeTLS(ln, cfg.HTTP.CertFile, cfg.HTTP.KeyFile)
+		if ln := limitListener(ln, cfg.HTTP.MaxConnections); d.certFile != "" {
+			err = hs.ServeTLS(ln, d.certFile, d.keyFile)
 		} else {
 			err = hs.Serve(ln)
 		}
 		if err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Error("http server", "err", err)
+			log.Error(d.name+" server", "err", err)
 		}
 	}()
 	return hs

@@ -74,7 +74,7 @@ func TestIndexCommands(t *testing.T) {
 	r := testbed.StartRedis(t)
 	dataDir := t.TempDir()
 	cfgPath := filepath.Join(t.TempDir(), "korvet.toml")
-	text := fmt.Sprintf("data_dir = %q\nshutdown_grace = \"2s\"\n[kafka]\nlisten = \"127.0.0.1:%d\"\n[http]\nlisten = \"127.0.0.1:%d\"\nadmin_token = \"0123456789abcdef0123\"\n[redis]\nurl = %q\n",
+	text := fmt.Sprintf("data_dir = %q\nshutdown_grace = \"2s\"\nschema_registry.listen = \"127.0.0.1:0\"\n[kafka]\nlisten = \"127.0.0.1:%d\"\n[http]\nlisten = \"127.0.0.1:%d\"\nadmin_token = \"0123456789abcdef0123\"\n[redis]\nurl = %q\n",
 		dataDir, testbed.FreePort(t), testbed.FreePort(t), r.URL)
 	if err := os.WriteFile(cfgPath, []byte(text), 0o644); err != nil {
 		t.Fatal(err)

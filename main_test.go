@@ -354,6 +354,8 @@ type proc struct {
 	logs      *syncBuffer
 	kafkaAddr string
 	httpBase  string
+	// registryBase is the schema registry listener's URL.
+	registryBase string
 	// bin and cfg start it again (relaunch); redis is the Redis it uses.
 	bin, cfg string
 	redis    *testbed.Redis
@@ -391,9 +393,11 @@ func newProc(t *testing.T, r *testbed.Redis) *proc {
 		logs:      &syncBuffer{},
 		kafkaAddr: fmt.Sprintf("127.0.0.1:%d", kafkaPort),
 		httpBase:  fmt.Sprintf("http://127.0.0.1:%d", httpPort),
-		bin:       korvetBinary(t),
-		redis:     r,
-		done:      true, // until launched
+		// Never the default 8081: test packages run in parallel.
+		registryBase: fmt.Sprintf("http://127.0.0.1:%d", testbed.FreePort(t)),
+		bin:          korvetBinary(t),
+		redis:        r,
+		done:         true, // until launched
 	}
 	t.Cleanup(func() {
 		if !p.done {
@@ -408,15 +412,21 @@ func newProc(t *testing.T, r *testbed.Redis) *proc {
 }
 
 // startKorvetWith starts korvet on r with the config that body returns
-// for its Kafka and HTTP addresses; data_dir, log_level and [redis] url
-// come first and must not be in it.
+// for its Kafka and HTTP addresses; data_dir, log_level, [redis] url and
+// [schema_registry] listen come first and must not be in it.
 func startKorvetWith(t *testing.T, r *testbed.Redis, body func(kafkaAddr, httpAddr string) string) *proc {
 	t.Helper()
 	p := newProc(t, r)
-	p.cfg = writeConfig(t, fmt.Sprintf("data_dir = %q\nlog_level = \"info\"\nredis.url = %q\n%s",
-		t.TempDir(), r.URL, body(p.kafkaAddr, strings.TrimPrefix(p.httpBase, "http://"))))
+	p.cfg = writeConfig(t, fmt.Sprintf("data_dir = %q\nlog_level = \"info\"\nredis.url = %q\n%s\n%s",
+		t.TempDir(), r.URL, p.registryKey(), body(p.kafkaAddr, strings.TrimPrefix(p.httpBase, "http://"))))
 	p.launch(t)
 	return p
+}
+
+// registryKey is the top-level line that puts the schema registry on
+// p's port (configs written by tests must never leave it at 8081).
+func (p *proc) registryKey() string {
+	return fmt.Sprintf("schema_registry.listen = %q", strings.TrimPrefix(p.registryBase, "http://"))
 }
 
 // launch starts the binary with p's config and waits until /healthz

@@ -39,6 +39,7 @@ func startSASLKorvet(t *testing.T, users map[string]string) *proc {
 	p := newProc(t, r)
 	p.cfg = writeConfig(t, fmt.Sprintf(`data_dir = %q
 log_level = "debug"
+`+p.registryKey()+`
 [kafka]
 listen = %q
 auth = "sasl"

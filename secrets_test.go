@@ -56,6 +56,7 @@ func TestSecretsStayOut(t *testing.T) {
 	config := func(p *proc, url, cold string) string {
 		return writeConfig(t, fmt.Sprintf(`data_dir = %q
 log_level = "debug"
+`+p.registryKey()+`
 [kafka]
 listen = %q
 [http]

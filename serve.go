@@ -20,6 +20,7 @@ import (
 	"github.com/korvet/korvet/engine/auth"
 	"github.com/korvet/korvet/engine/events"
 	"github.com/korvet/korvet/engine/group"
+	"github.com/korvet/korvet/engine/registry"
 	"github.com/korvet/korvet/kafkawire"
 	"github.com/korvet/korvet/resp"
 	"github.com/korvet/korvet/web"
@@ -37,6 +38,10 @@ func serve(ctx context.Context, cfg Config, logOut io.Writer) error {
 		return err
 	}
 	defer rc.Close()
+	schemas, err := registry.Open(ctx, rc, registry.Options{Keyspace: cfg.Redis.Keyspace, Logger: log})
+	if err != nil {
+		return fmt.Errorf("schema registry: %w", err)
+	}
 	// The cold tier opens even while the object store is down: archiving
 	// waits for it, and data stays in Redis meanwhile.
 	store, err := cold.Open(ctx, cfg.coldConfig(), log)
@@ -44,6 +49,9 @@ func serve(ctx context.Context, cfg Config, logOut io.Writer) error {
 		return fmt.Errorf("cold tier: %w", err)
 	}
 	defer store.Close()
+	// Archived segments of a topic with a value schema in the registry get
+	// typed columns next to the raw value.
+	store.SetTyped(schemas.ValueTyped)
 	// The Kafka listeners bind first: the broker registers its listeners'
 	// real ports (an advertised port 0 is the bound one) with the others.
 	kls, err := kafkaListeners(cfg)
@@ -75,11 +83,23 @@ func serve(ctx context.Context, cfg Config, logOut io.Writer) error {
 		closeListeners(kls)
 		return fmt.Errorf("http listen on %s: %w", cfg.HTTP.Listen, err)
 	}
+	rln, err := registryListener(cfg)
+	if err != nil {
+		hln.Close()
+		closeListeners(kls)
+		return err
+	}
 	shown, logListeners := describeListeners(kls)
-	hs := serveHTTP(cfg, hln, web.New(eng, web.Options{
+	shown = append(shown, web.Listener{Name: "HTTP", Address: hln.Addr().String()})
+	logListeners = append(logListeners, "http", hln.Addr().String())
+	if rln != nil {
+		shown = append(shown, web.Listener{Name: "Schema registry", Address: rln.Addr().String()})
+		logListeners = append(logListeners, "schema_registry", rln.Addr().String())
+	}
+	wopts := web.Options{
 		Version:       version,
 		Started:       started,
-		Listeners:     append(shown, web.Listener{Name: "HTTP", Address: hln.Addr().String()}),
+		Listeners:     shown,
 		Kafka:         kafkaStats(ks, kmetrics),
 		Metrics:       reg,
 		AdminToken:    cfg.HTTP.AdminToken,
@@ -89,9 +109,16 @@ func serve(ctx context.Context, cfg Config, logOut io.Writer) error {
 		RestrictHosts: cfg.HTTP.Auth == authNone,
 		Hosts:         cfg.HTTP.Hosts,
 		Logger:        log,
+		Registry:      schemas,
+		Schemas:       schemas, // the KV view's Accept: application/json
 
 		KVMgetMaxBytes: cfg.HTTP.KVMgetMaxBytes,
-	}), log)
+	}
+	hs := serveHTTP(cfg, hln, web.New(eng, wopts), log)
+	var rs *http.Server
+	if rln != nil {
+		rs = serveDoor(cfg, registryDoor(cfg), rln, web.NewRegistry(schemas, wopts), log)
+	}
 	// The same API on a unix socket in data_dir, owner-only: local
 	// administration (korvet index rebuild, the nightly timer) without a
 	// token, as the file permissions already say who may.
@@ -99,12 +126,12 @@ func serve(ctx context.Context, cfg Config, logOut io.Writer) error {
 	if err != nil {
 		log.Warn("no local admin socket; korvet index rebuild needs [http] admin_token while korvet runs", "err", err)
 	}
-	log.Info("korvet started", append(append([]any{"version", version}, logListeners...), "http", hln.Addr().String(), "redis", cfg.shownRedisURL(), "keyspace", cfg.Redis.Keyspace)...)
+	log.Info("korvet started", append(append([]any{"version", version}, logListeners...), "redis", cfg.shownRedisURL(), "keyspace", cfg.Redis.Keyspace)...)
 
 	serveCtx, stopServe := leaveFirst(ctx, cfg, eng, log)
 	err = ks.ServeListeners(serveCtx, cfg.ShutdownGrace.Duration, kls...)
 	stopServe()
-	stopHTTP(cfg, hs, us)
+	stopHTTP(cfg, hs, us, rs)
 	log.Info("korvet stopped")
 	return err
 }
@@ -248,12 +275,16 @@ func kafkaStats(ks *kafkawire.Server, m *kafkawire.Metrics) func() web.KafkaStat
 	}
 }
 
-// stopHTTP gives the requests in flight on HTTP and the admin socket (nil
-// when it did not open) 5s to finish, then removes the socket.
-func stopHTTP(cfg Config, hs, us *http.Server) {
+// stopHTTP gives the requests in flight on HTTP, the admin socket and
+// the schema registry (each nil when it did not open) 5s to finish, then
+// removes the socket.
+func stopHTTP(cfg Config, hs, us, rs *http.Server) {
 	shutCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_ = hs.Shutdown(shutCtx)
+	if rs != nil {
+		_ = rs.Shutdown(shutCtx)
+	}
 	if us != nil {
 		_ = us.Shutdown(shutCtx)
 		_ = os.Remove(adminSocket(cfg))

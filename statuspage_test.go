@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -174,6 +175,25 @@ func TestStatusPage(t *testing.T) {
 		t.Errorf("redis deployment = %+v", rd)
 	}
 
+	// The schema registry: two subjects, one with its own level and
+	// two versions.
+	registerStatusSchemas(t, hc, p.registryBase)
+	var subjects []struct {
+		Subject  string `json:"subject"`
+		Versions []int  `json:"versions"`
+		LatestID int32  `json:"latest_id"`
+		Type     string `json:"schema_type"`
+		Level    string `json:"compatibility"`
+		LevelOwn bool   `json:"compatibility_own"`
+		Mode     string `json:"mode"`
+	}
+	getJSON("/api/v1/schemas", &subjects)
+	if len(subjects) != 2 || subjects[0].Subject != "orders-value" || len(subjects[0].Versions) != 2 || subjects[0].Type != "AVRO" ||
+		subjects[0].Level != "FULL" || !subjects[0].LevelOwn || subjects[0].Mode != "READWRITE" || subjects[0].LatestID < 2 ||
+		subjects[1].Subject != "users-value" || subjects[1].Type != "JSON" || subjects[1].Level != "BACKWARD" || subjects[1].LevelOwn {
+		t.Errorf("schemas = %+v; want orders-value (AVRO, 2 versions, FULL of its own) and users-value (JSON, BACKWARD global)", subjects)
+	}
+
 	checkMetrics(t, hc, p.httpBase)
 
 	chromium := findChromium(t)
@@ -183,7 +203,10 @@ func TestStatusPage(t *testing.T) {
 		testVersion, "All good", "AOF on", "noeviction", "3 days",
 		// The Redis shards section: the one shard, its master and memory bar,
 		// its slots and partitions.
-		`data-shard="` + p.redis.Addr + `"`, `data-role="master"`, `class="membar `, "0-16383", "standalone", "5 partitions · redirects: 0 moved"} {
+		`data-shard="` + p.redis.Addr + `"`, `data-role="master"`, `class="membar `, "0-16383", "standalone", "5 partitions · redirects: 0 moved",
+		// The Schemas card, and the registry among the listeners.
+		"Schema registry", strings.TrimPrefix(p.registryBase, "http://"),
+		`data-subject="orders-value"`, `data-subject="users-value"`, "FULL *", `id="schemas-count">2<`} {
 		if !strings.Contains(dom, want) {
 			t.Errorf("page DOM lacks %q", want)
 		}
@@ -204,6 +227,37 @@ func TestStatusPage(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// registerStatusSchemas registers, over the registry's own listener,
+// orders-value (Avro, two versions, subject level FULL) and users-value
+// (JSON Schema).
+func registerStatusSchemas(t *testing.T, hc *http.Client, base string) {
+	t.Helper()
+	send := func(method, path, body string) {
+		t.Helper()
+		req, err := http.NewRequest(method, base+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/vnd.schemaregistry.v1+json")
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s: %v", method, path, err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, b)
+		}
+	}
+	order := `{"type":"record","name":"Order","fields":[{"name":"n","type":"long"}]}`
+	order2 := `{"type":"record","name":"Order","fields":[{"name":"n","type":"long"},{"name":"note","type":"string","default":""}]}`
+	quote := func(s string) string { b, _ := json.Marshal(s); return string(b) }
+	send(http.MethodPut, "/config/orders-value", `{"compatibility":"FULL"}`)
+	send(http.MethodPost, "/subjects/orders-value/versions", `{"schema":`+quote(order)+`}`)
+	send(http.MethodPost, "/subjects/orders-value/versions", `{"schema":`+quote(order2)+`}`)
+	send(http.MethodPost, "/subjects/users-value/versions", `{"schemaType":"JSON","schema":`+quote(`{"type":"object","properties":{"plan":{"type":"string"}}}`)+`}`)
+}
 
 // checkMetrics parses /metrics with Prometheus's own text parser and
 // looks for the Kafka, engine, group and runtime series. They fill in as
@@ -287,6 +341,10 @@ func missingMetrics(t *testing.T, hc *http.Client, base string) (missing []strin
 		{"billing lag", func() bool {
 			m := find("korvet_group_lag", "group", "billing", "topic", "orders", "partition", "2")
 			return m != nil && m.GetGauge().GetValue() > 0
+		}},
+		{"schema subjects", func() bool {
+			s, v := find("korvet_schema_subjects"), find("korvet_schema_versions")
+			return s != nil && s.GetGauge().GetValue() == 2 && v != nil && v.GetGauge().GetValue() == 3
 		}},
 		{"Redis up", func() bool { m := find("korvet_redis_up"); return m != nil && m.GetGauge().GetValue() == 1 }},
 		{"Redis round trip", func() bool {

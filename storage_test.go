@@ -23,6 +23,8 @@ import (
 	"github.com/korvet/korvet/engine/group"
 	rkeys "github.com/korvet/korvet/engine/keys" // this package has a func keys
 	"github.com/korvet/korvet/engine/record"
+	"github.com/korvet/korvet/engine/registry"
+	"github.com/korvet/korvet/engine/schema"
 	"github.com/korvet/korvet/engine/share"
 	"github.com/korvet/korvet/engine/txn"
 	"github.com/korvet/korvet/internal/testbed"
@@ -195,6 +197,18 @@ func TestStorageKeysWritten(t *testing.T) {
 		t.Fatalf("share acquire: %v", err)
 	}
 
+	// The schema registry: a schema, its id, the subject, a level.
+	reg, err := registry.Open(ctx, rc, registry.Options{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := reg.Register(ctx, "t-value", schema.Source{Format: schema.Avro, Text: `"string"`}, registry.RegisterOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := reg.SetLevel(ctx, "t-value", schema.Full); err != nil {
+		t.Fatal(err)
+	}
+
 	if err := eng.DeleteTopic(ctx, "t"); err != nil { // queues the topic's cold table for deletion
 		t.Fatal(err)
 	}
@@ -230,6 +244,10 @@ func TestStorageKeysWritten(t *testing.T) {
 		"korvet:share:sg:s:0:cold":   "hash",
 		// Membership and leadership: the registry, this broker's lease,
 		// and the leader fields of the internal topic's partition.
+		"korvet:meta:schemas":                        "hash",
+		"korvet:meta:schemaids":                      "hash",
+		"korvet:meta:subjects":                       "hash",
+		"korvet:meta:schemaconfig":                   "hash",
 		"korvet:meta:brokers":                        "hash",
 		"korvet:meta:broker:0":                       "string",
 		"korvet:meta:partition:__consumer_offsets:0": "hash",

@@ -128,6 +128,7 @@ func TestBinarySecurity(t *testing.T) {
 	plainAddr := fmt.Sprintf("127.0.0.1:%d", testbed.FreePort(t))
 	tlsAddr := fmt.Sprintf("127.0.0.1:%d", testbed.FreePort(t))
 	cfg := writeConfig(t, fmt.Sprintf(`data_dir = %q
+schema_registry.listen = "127.0.0.1:0"
 [kafka]
 listen = %q
 auth = "sasl"

@@ -99,6 +99,8 @@ $lease_line
 [http]
 listen = "127.0.0.1:$hport"
 
+$(registry_toml)
+
 [redis]
 url = "redis://127.0.0.1:$REDIS_PORT/0"
 TOML

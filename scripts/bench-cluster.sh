@@ -185,6 +185,8 @@ listen = "127.0.0.1:$kport"
 [http]
 listen = "127.0.0.1:$hport"
 
+$(registry_toml)
+
 [redis]
 url = "redis://127.0.0.1:${RPORTS[0]}/0"
 keyspace = "$ks"

@@ -214,6 +214,9 @@ node_id = $n
 [http]
 listen = "127.0.0.1:0"
 
+[schema_registry]
+listen = "127.0.0.1:0"
+
 [redis]
 $(redis_toml)
 EOF
@@ -272,6 +275,9 @@ auth = "sasl"
 sasl_mechanisms = ["SCRAM-SHA-256", "SCRAM-SHA-512"]
 
 [http]
+listen = "127.0.0.1:0"
+
+[schema_registry]
 listen = "127.0.0.1:0"
 
 [redis]

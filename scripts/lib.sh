@@ -189,6 +189,14 @@ start_redis() {
 	return 1
 }
 
+# registry_toml: a [schema_registry] table on a free port chosen by the
+# kernel, never the default 8081 that several brokers (or another run)
+# would share; nothing for a checkout without the registry.
+registry_toml() {
+	grep -q '^\[schema_registry\]' "$REPO/korvet.toml" || return 0
+	printf '[schema_registry]\nlisten = "127.0.0.1:0"\n'
+}
+
 # start_korvet BIN DIR REDIS_PORT: writes DIR/korvet.toml (data_dir
 # DIR/data, Kafka and HTTP on free 127.0.0.1 ports) and starts korvet,
 # logging to DIR/korvet.log, retrying on other ports if one is taken
@@ -209,6 +217,8 @@ listen = "127.0.0.1:$KAFKA_PORT"
 
 [http]
 listen = "127.0.0.1:$HTTP_PORT"
+
+$(registry_toml)
 
 [redis]
 url = "redis://127.0.0.1:$redis_port/0"

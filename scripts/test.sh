@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs korvet's whole test suite, installing what it needs first on a fresh
-# Debian machine (redis-server, kcat, python3-kafka, python3-confluent-kafka,
+# Debian machine (redis-server, kcat, python3-kafka, python3-confluent-kafka
+# with python3-requests and python3-jsonschema,
 # chromium for the status page, systemd for systemd-analyze). Exits non-zero
 # on any failure.
 #
@@ -38,6 +39,10 @@ need_cmd g++ g++
 /usr/bin/python3 -c 'import kafka' >/dev/null 2>&1 || apt_install "python kafka module" python3-kafka
 # confluent-kafka (librdkafka; the SCRAM client tests log in with it).
 /usr/bin/python3 -c 'import confluent_kafka' >/dev/null 2>&1 || apt_install "python confluent_kafka module" python3-confluent-kafka
+# Its SchemaRegistryClient needs requests, its JSONSerializer jsonschema
+# (the schema registry tests; fastavro, for its Avro serializer, is not
+# in Debian, so franz-go covers Avro).
+/usr/bin/python3 -c 'import requests, jsonschema' >/dev/null 2>&1 || apt_install "python requests and jsonschema modules" python3-requests python3-jsonschema
 # versitygw (Apache-2.0), the S3 server the cold-tier tests run against.
 gobin=$(go env GOBIN)
 [[ -n $gobin ]] || gobin="$(go env GOPATH | cut -d: -f1)/bin"

@@ -122,7 +122,7 @@ func (s *server) gate(next http.Handler) http.Handler {
 			}
 		}
 		if r.Method != http.MethodGet && r.Method != http.MethodHead && crossSite(r) {
-			writeError(w, http.StatusForbidden, "cross-site request refused: send it from korvet's own page or a non-browser client")
+			s.fail(w, http.StatusForbidden, "cross-site request refused: send it from korvet's own page or a non-browser client")
 			return
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), identityKey{}, id)))
@@ -143,7 +143,7 @@ func (s *server) login(w http.ResponseWriter, r *http.Request, host string) (ide
 		id.principal, id.super = "admin token", true
 		return id, true
 	case strings.EqualFold(scheme, "Bearer"):
-		writeError(w, http.StatusForbidden, "bearer tokens are disabled: set [http] admin_token in korvet.toml")
+		s.fail(w, http.StatusForbidden, "bearer tokens are disabled: set [http] admin_token in korvet.toml")
 		return id, false
 	case strings.EqualFold(scheme, "Basic") && s.opts.Passwords != nil:
 		user, password, ok := r.BasicAuth()
@@ -164,7 +164,7 @@ func (s *server) login(w http.ResponseWriter, r *http.Request, host string) (ide
 		// DNS name that rebinds to this host. Such a request carries that
 		// name in Host; korvet's own names and IP literals are fine.
 		if s.opts.RestrictHosts && !s.knownHost(r.Host) {
-			writeError(w, http.StatusMisdirectedRequest, "Host "+r.Host+" is not one of korvet's names: add it to [http] hosts, or use an IP address or localhost")
+			s.fail(w, http.StatusMisdirectedRequest, "Host "+r.Host+" is not one of korvet's names: add it to [http] hosts, or use an IP address or localhost")
 			return id, false
 		}
 		id.principal = auth.Anonymous
@@ -179,7 +179,17 @@ func (s *server) challenge(w http.ResponseWriter, msg string) {
 	} else {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="korvet"`)
 	}
-	writeError(w, http.StatusUnauthorized, msg)
+	s.fail(w, http.StatusUnauthorized, msg)
+}
+
+// fail answers a request the gate refuses, in the shape of the API the
+// server serves (the registry answers Confluent's error bodies).
+func (s *server) fail(w http.ResponseWriter, code int, msg string) {
+	if s.failBody != nil {
+		s.failBody(w, code, msg)
+		return
+	}
+	writeError(w, code, msg)
 }
 
 // knownHost: an IP literal or a localhost name cannot be rebound; other

@@ -18,7 +18,7 @@ func (s *server) metrics(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), apiTimeout)
 	defer cancel()
 	scrape := prometheus.NewRegistry()
-	scrape.MustRegister(&engineCollector{s: s, ctx: ctx}, &shareCollector{s: s, ctx: ctx}, &redisCollector{s: s, ctx: ctx})
+	scrape.MustRegister(&engineCollector{s: s, ctx: ctx}, &shareCollector{s: s, ctx: ctx}, &redisCollector{s: s, ctx: ctx}, &schemaCollector{s: s, ctx: ctx})
 	g := prometheus.Gatherers{scrape}
 	if s.opts.Metrics != nil {
 		g = append(g, s.opts.Metrics)

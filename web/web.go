@@ -20,6 +20,7 @@ import (
 	"github.com/korvet/korvet/engine"
 	"github.com/korvet/korvet/engine/auth"
 	"github.com/korvet/korvet/engine/group"
+	"github.com/korvet/korvet/engine/registry"
 	"github.com/korvet/korvet/engine/schema"
 )
 
@@ -54,6 +55,11 @@ type Options struct {
 	RestrictHosts bool
 	Hosts         []string
 	Logger        *slog.Logger
+
+	// Registry is the schema registry, for the status page's Schemas
+	// card, /api/v1/schemas and the korvet_schema_* gauges; nil hides
+	// them.
+	Registry *registry.Registry
 
 	// KVMgetMaxBytes caps the value bytes of one _mget answer; 0 means
 	// DefaultKVMgetMaxBytes.
@@ -100,24 +106,20 @@ type server struct {
 	// comparison constant-time whatever the lengths.
 	adminHash *[32]byte
 	logins    *loginCache
+	// failBody, when set, writes the gate's refusals (default writeError).
+	failBody func(w http.ResponseWriter, code int, msg string)
 	// leaderMoves counts leader events (korvet_leadership_moves_total).
 	leaderMoves atomic.Int64
 }
 
 // New returns korvet's HTTP handler.
 func New(eng *engine.Engine, opts Options) http.Handler {
-	s := &server{eng: eng, opts: opts, groups: opts.Groups, log: opts.Logger, logins: newLoginCache()}
+	s := newServer(opts)
+	s.eng, s.groups = eng, opts.Groups
 	if s.groups == nil {
 		s.groups = eng.Groups()
 	}
-	if s.log == nil {
-		s.log = slog.Default()
-	}
 	s.countLeaderMoves(eng)
-	if opts.AdminToken != "" {
-		h := sha256.Sum256([]byte(opts.AdminToken))
-		s.adminHash = &h
-	}
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", s.healthz)
@@ -130,6 +132,7 @@ func New(eng *engine.Engine, opts Options) http.Handler {
 	mux.HandleFunc("GET /api/v1/groups", s.apiGroups)
 	mux.HandleFunc("GET /api/v1/share-groups", s.apiShareGroups)
 	mux.HandleFunc("GET /api/v1/redis", s.apiRedis)
+	mux.HandleFunc("GET /api/v1/schemas", s.apiSchemas)
 	mux.HandleFunc("POST /api/v1/index/rebuild", s.admin(s.apiIndexRebuild))
 	registerKV(mux, eng.KV(), opts.KVMgetMaxBytes, opts.Schemas, s.topicGuard)
 	if store := eng.ColdStore(); store != nil {
@@ -153,6 +156,20 @@ func New(eng *engine.Engine, opts Options) http.Handler {
 	// The KV headers go outermost, so that refusals on KV paths carry
 	// them too.
 	return withKVHeaders(s.gate(mux))
+}
+
+// newServer returns a server with opts' logins and policy: the HTTP side's
+// and the schema registry's share how they log requests in.
+func newServer(opts Options) *server {
+	s := &server{opts: opts, log: opts.Logger, logins: newLoginCache()}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	if opts.AdminToken != "" {
+		h := sha256.Sum256([]byte(opts.AdminToken))
+		s.adminHash = &h
+	}
+	return s
 }
 
 // pageHeaders keep the page self-contained: scripts and styles from

@@ -221,3 +221,32 @@ func (s Space) ShareCold(group, topic string, partition int32) string {
 	}
 	return s.prefix + ":share:" + group + ":" + topic + ":" + strconv.Itoa(int(partition)) + ":cold"
 }
+
+// schemas is the prefix of the schema registry's keys: on a Redis Cluster
+// they share the slot of {schemas}, so that one script registers a schema
+// (its id, its source, the subject's versions) atomically.
+func (s Space) schemas() string {
+	if s.cluster {
+		return s.prefix + ":{schemas}:"
+	}
+	return s.prefix + ":meta:"
+}
+
+// Schemas is a hash: global schema id -> JSON source (schemaType, schema,
+// references) as first registered. An id never changes meaning.
+func (s Space) Schemas() string { return s.schemas() + "schemas" }
+
+// SchemaIDs is a hash: fingerprint (hex SHA-256 of the schema's format,
+// canonical form and references) -> its global id, plus "next", the last
+// id handed out, and "refrev", a count of registrations with references
+// (deletes compare-and-set on it).
+func (s Space) SchemaIDs() string { return s.schemas() + "schemaids" }
+
+// Subjects is a hash: subject -> JSON {"versions": [{version, id,
+// deleted}]}, every version not permanently deleted.
+func (s Space) Subjects() string { return s.schemas() + "subjects" }
+
+// SchemaConfig is a hash of the registry's compatibility levels and modes:
+// "compatibility" and "mode" (global), "compatibility:{subject}" and
+// "mode:{subject}" (per subject).
+func (s Space) SchemaConfig() string { return s.schemas() + "schemaconfig" }

@@ -38,6 +38,10 @@ func TestKeysPinned(t *testing.T) {
 		{s.SharePartition("g", "t", 1), "korvet:share:g:t:1"},
 		{s.ShareIndex("g"), "korvet:share:g:partitions"},
 		{s.ShareCold("g", "t", 1), "korvet:share:g:t:1:cold"},
+		{s.Schemas(), "korvet:meta:schemas"},
+		{s.SchemaIDs(), "korvet:meta:schemaids"},
+		{s.Subjects(), "korvet:meta:subjects"},
+		{s.SchemaConfig(), "korvet:meta:schemaconfig"},
 		{New("kv1", false).Stream("a.b-c_d", 2147483647, 9223372036854775807), "kv1:storage:local:a.b-c_d:2147483647:9223372036854775807"},
 		// The Redis Cluster layout.
 		{c.Topics(), "korvet:{meta}:topics"},
@@ -64,6 +68,10 @@ func TestKeysPinned(t *testing.T) {
 		{c.SharePartition("g", "t", 1), "korvet:share:{t:1}:state:g"},
 		{c.ShareIndex("g"), "korvet:{groups}:share:g:partitions"},
 		{c.ShareCold("g", "t", 1), "korvet:share:{t:1}:cold:g"},
+		{c.Schemas(), "korvet:{schemas}:schemas"},
+		{c.SchemaIDs(), "korvet:{schemas}:schemaids"},
+		{c.Subjects(), "korvet:{schemas}:subjects"},
+		{c.SchemaConfig(), "korvet:{schemas}:schemaconfig"},
 	} {
 		if c.got != c.want {
 			t.Errorf("key %q, want %q", c.got, c.want)
@@ -109,6 +117,10 @@ func checkLayout(t *testing.T, cluster bool) {
 		"Aborted":            s.Aborted("orders", 3),
 		"Transactions":       s.Transactions(),
 		"GroupTxnOffsets":    s.GroupTxnOffsets("billing"),
+		"Schemas":            s.Schemas(),
+		"SchemaIDs":          s.SchemaIDs(),
+		"Subjects":           s.Subjects(),
+		"SchemaConfig":       s.SchemaConfig(),
 	}
 	typ := reflect.TypeFor[Space]()
 	for i := range typ.NumMethod() {

@@ -42,5 +42,9 @@ func Layout() []Key {
 		{"{keyspace}:share:{group}:{topic}:{partition}", "{keyspace}:share:{{topic}:{partition}}:state:{group}", "hash", "a share-partition's cursor segment and counters"},
 		{"{keyspace}:share:{group}:partitions", "{keyspace}:{groups}:share:{group}:partitions", "set", "topic:partition of a share group's state"},
 		{"{keyspace}:share:{group}:{topic}:{partition}:cold", "{keyspace}:share:{{topic}:{partition}}:cold:{group}", "hash", "share delivery state of cold records"},
+		{"{keyspace}:meta:schemas", "{keyspace}:{schemas}:schemas", "hash", "schema id -> JSON schema source"},
+		{"{keyspace}:meta:schemaids", "{keyspace}:{schemas}:schemaids", "hash", "schema fingerprint -> id; next: the last id"},
+		{"{keyspace}:meta:subjects", "{keyspace}:{schemas}:subjects", "hash", "subject -> JSON versions (version, id, deleted)"},
+		{"{keyspace}:meta:schemaconfig", "{keyspace}:{schemas}:schemaconfig", "hash", "compatibility levels and modes, global and per subject"},
 	}
 }

@@ -49,9 +49,12 @@ type KorvetOptions struct {
 type Korvet struct {
 	KafkaAddr string // 127.0.0.1:PORT
 	HTTPAddr  string // 127.0.0.1:PORT
-	NodeID    int32
-	Config    string // path of its korvet.toml
-	DataDir   string
+	// RegistryAddr is the schema registry listener, 127.0.0.1:PORT; ""
+	// with a checkout that has no [schema_registry] yet.
+	RegistryAddr string
+	NodeID       int32
+	Config       string // path of its korvet.toml
+	DataDir      string
 
 	server
 	paused bool
@@ -205,6 +208,11 @@ func StartKorvet(tb testing.TB, o KorvetOptions) *Korvet {
 	for try := 0; try < 3; try++ {
 		k.KafkaAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(FreePort(tb)))
 		k.HTTPAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(FreePort(tb)))
+		// Never korvet's default 8081: brokers and test packages run
+		// side by side.
+		if KorvetKnows(tb, "schema_registry", "listen") {
+			k.RegistryAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(FreePort(tb)))
+		}
 		k.addr = k.KafkaAddr
 		if err = os.WriteFile(k.Config, []byte(korvetConfig(tb, o, k)), 0o644); err != nil {
 			tb.Fatalf("testbed: write %s: %v", k.Config, err)
@@ -256,6 +264,9 @@ func korvetConfig(tb testing.TB, o KorvetOptions, k *Korvet) string {
 		}
 	}
 	fmt.Fprintf(&b, "http.listen = %q\nredis.url = %q\n", k.HTTPAddr, o.RedisURL)
+	if k.RegistryAddr != "" {
+		fmt.Fprintf(&b, "schema_registry.listen = %q\n", k.RegistryAddr)
+	}
 	if o.Keyspace != "" {
 		fmt.Fprintf(&b, "redis.keyspace = %q\n", o.Keyspace)
 	}

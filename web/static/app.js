@@ -384,6 +384,22 @@
         " · " + fmtInt(p.in_flight) + " in flight · " + fmtInt(p.deliveries) + ", " + fmtInt(p.redeliveries) + ", " + fmtInt(p.archived_by_limit)), 10)))));
   }
 
+  function renderSchemas(subjects) {
+    $("schemas-count").textContent = subjects.error ? "" : subjects.length;
+    const body = $("schemas-body");
+    if (subjects.error || subjects.length === 0) {
+      body.replaceChildren(h("tr", null, h("td", { class: "empty", colSpan: 6 }, subjects.error || "No subjects.")));
+      return;
+    }
+    body.replaceChildren(...subjects.map((s) => h("tr", { "data-subject": s.subject },
+      h("td", { class: "name" }, s.subject),
+      h("td", { "data-field": "versions" }, s.versions.join(", ")),
+      h("td", { class: "num", "data-field": "latest-id" }, s.latest_id),
+      h("td", { "data-field": "type" }, s.schema_type || "AVRO"),
+      h("td", { "data-field": "compatibility", title: s.compatibility_own ? "set on this subject" : "the global level" }, s.compatibility + (s.compatibility_own ? " *" : "")),
+      h("td", { "data-field": "mode" }, s.mode === "READWRITE" ? s.mode : pill(s.mode, "warn")))));
+  }
+
   // lagBar is scaled to the largest lag on the page.
   function lagBar(lag, maxLag) {
     const bar = h("span", { class: "lagbar", title: "lag " + fmtInt(lag) });
@@ -442,7 +458,9 @@
       // The Redis deployment is optional: a korvet whose shard map cannot
       // be read still shows everything else.
       const redis = getJSON("/api/v1/redis").catch((e) => ({ error: e.message, shards: [], partitions: 0, unserved_partitions: 0, redirects: { moved: 0, ask: 0, tryagain: 0, clusterdown: 0 }, slot_map_refreshes: 0 }));
-      const [st, brokers, topics, groups, shareGroups, rd] = await Promise.all([getJSON("/api/v1/status"), getJSON("/api/v1/brokers"), getJSON("/api/v1/topics"), getJSON("/api/v1/groups"), getJSON("/api/v1/share-groups"), redis]);
+      // Likewise the schema registry.
+      const schemas = getJSON("/api/v1/schemas").catch((e) => ({ error: e.message }));
+      const [st, brokers, topics, groups, shareGroups, rd, subjects] = await Promise.all([getJSON("/api/v1/status"), getJSON("/api/v1/brokers"), getJSON("/api/v1/topics"), getJSON("/api/v1/groups"), getJSON("/api/v1/share-groups"), redis, schemas]);
       sample(st);
       lastStatus = st;
       renderHeader(st);
@@ -454,6 +472,7 @@
       renderTopics(topics);
       renderGroups(groups);
       renderShareGroups(shareGroups);
+      renderSchemas(subjects);
       renderIndex(st);
       renderTiering(st);
       $("offline").hidden = true;
