@@ -9,7 +9,9 @@ import (
 )
 
 // parseAvro parses an Avro schema after its references (named types
-// defined in other subjects), all into one fresh SchemaCache: hamba's
+// defined in other subjects; as in Confluent's registry a reference's
+// name is not checked against what its schema defines), all into one
+// fresh SchemaCache: hamba's
 // avro.Parse would use its process-wide DefaultSchemaCache, which would
 // let one subject's types leak into another's.
 //
@@ -28,9 +30,6 @@ func parseAvro(src Source, resolve Resolver) (Schema, error) {
 	for _, r := range refs {
 		if _, err := parseAvroText(r.src.Text, cache); err != nil {
 			return nil, fmt.Errorf("%w: reference %q (subject %q version %d): %w", ErrInvalid, r.ref.Name, r.ref.Subject, r.ref.Version, err)
-		}
-		if cache.Get(r.ref.Name) == nil {
-			return nil, fmt.Errorf("%w: reference %q (subject %q version %d) defines no named type %q", ErrInvalid, r.ref.Name, r.ref.Subject, r.ref.Version, r.ref.Name)
 		}
 	}
 	doc, err := decodeJSON(src.Text)

@@ -63,24 +63,83 @@ type jnode struct {
 	refs map[string]any
 }
 
+// jsonMaxReasons bounds the reasons listed; jsonMaxDepth the nesting a
+// walk follows (a $ref cycle against one of another length never meets
+// a pair it has seen before).
+const (
+	jsonMaxReasons = 100
+	jsonMaxDepth   = 2 * maxDepth
+)
+
+// jpath is where a walk is, as a JSON pointer into the reader, built
+// only when a reason is added.
+type jpath struct {
+	up    *jpath
+	seg   string
+	depth int
+}
+
+func (p *jpath) at(segs ...string) *jpath {
+	for _, seg := range segs {
+		d := 1
+		if p != nil {
+			d = p.depth + 1
+		}
+		p = &jpath{up: p, seg: seg, depth: d}
+	}
+	return p
+}
+
+func (p *jpath) String() string {
+	var segs []string
+	for ; p != nil; p = p.up {
+		segs = append(segs, strings.ReplaceAll(strings.ReplaceAll(p.seg, "~", "~0"), "/", "~1"))
+	}
+	slices.Reverse(segs)
+	return strings.Join(append([]string{"#"}, segs...), "/")
+}
+
+// jsonMaxSteps bounds the work of one comparison, in schema pairs
+// visited (and bytes rendered, see canon): $refs can make two schemas'
+// walk the product of their sizes.
+const jsonMaxSteps = 100_000
+
 type jsonCompat struct {
-	seen map[[2]uintptr]bool
-	why  []string
+	seen   map[[2]uintptr]bool
+	steps  int
+	gaveUp bool
+	why    []string
 }
 
 func (s *jsonSchema) canRead(writer Schema) []string {
 	w := writer.(*jsonSchema)
 	c := jsonCompat{seen: map[[2]uintptr]bool{}}
-	c.check("#", jnode{s.doc, s.doc, s.refs}, jnode{w.doc, w.doc, w.refs})
+	c.check(nil, jnode{s.doc, s.doc, s.refs}, jnode{w.doc, w.doc, w.refs})
 	return c.why
 }
 
-func (c *jsonCompat) add(path, format string, args ...any) {
-	c.why = append(c.why, path+": "+fmt.Sprintf(format, args...))
+// canon renders v for a comparison, counting the work against
+// jsonMaxSteps (a step per 64 bytes): a large subschema compared at many
+// nodes would otherwise be re-rendered without bound.
+func (c *jsonCompat) canon(v any) string {
+	s := canonicalJSON(v)
+	c.steps += len(s) / 64
+	return s
+}
+
+func (c *jsonCompat) add(path *jpath, format string, args ...any) {
+	switch {
+	case len(c.why) < jsonMaxReasons:
+		c.why = append(c.why, path.String()+": "+fmt.Sprintf(format, args...))
+	case len(c.why) == jsonMaxReasons:
+		c.why = append(c.why, fmt.Sprintf("and more (only the first %d reasons are listed)", jsonMaxReasons))
+	}
 }
 
 // deref follows $ref (local JSON pointers and the schema's references)
-// until a schema without one; ok is false for one it cannot follow.
+// until a schema without one; ok is false for one it cannot follow (an
+// anchor, an unknown URL, a cycle of $refs, a $ref with assertions beside
+// it).
 func deref(n jnode) (jnode, bool) {
 	for range 32 {
 		m, isMap := n.v.(map[string]any)
@@ -90,6 +149,13 @@ func deref(n jnode) (jnode, bool) {
 		ref, isRef := m["$ref"].(string)
 		if !isRef {
 			return n, true
+		}
+		for k := range m {
+			if k != "$ref" && !jsonAnnotations[k] {
+				// Draft 2019+ applies a $ref's siblings too (draft 7
+				// ignores them): compare such a node by equality.
+				return n, false
+			}
 		}
 		loc, frag, _ := strings.Cut(ref, "#")
 		doc := n.root
@@ -190,6 +256,41 @@ func typeSet(m map[string]any) map[string]bool {
 	return nil
 }
 
+// enumTypes is the set of types of a schema's enum or const values; nil
+// without either.
+func enumTypes(m map[string]any) map[string]bool {
+	var vals []any
+	if e, ok := m["enum"].([]any); ok {
+		vals = e
+	} else if v, ok := m["const"]; ok {
+		vals = []any{v}
+	} else {
+		return nil
+	}
+	set := map[string]bool{}
+	for _, v := range vals {
+		switch x := v.(type) {
+		case nil:
+			set["null"] = true
+		case bool:
+			set["boolean"] = true
+		case string:
+			set["string"] = true
+		case []any:
+			set["array"] = true
+		case map[string]any:
+			set["object"] = true
+		default:
+			if n, ok := number(x); ok && n.IsInt() {
+				set["integer"] = true
+			} else {
+				set["number"] = true
+			}
+		}
+	}
+	return set
+}
+
 func sortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
@@ -207,17 +308,29 @@ func mapID(v any) uintptr {
 }
 
 // check adds why reader r does not accept every instance writer w does.
-func (c *jsonCompat) check(path string, r, w jnode) {
+func (c *jsonCompat) check(path *jpath, r, w jnode) {
+	if c.steps++; c.steps >= jsonMaxSteps {
+		if !c.gaveUp {
+			c.gaveUp = true
+			// Listed even past jsonMaxReasons: it says the list is partial.
+			c.why = append(c.why, fmt.Sprintf("%s: the schemas are too large to compare (over %d steps)", path, jsonMaxSteps))
+		}
+		return
+	}
 	var rok, wok bool
 	r, rok = deref(r)
 	w, wok = deref(w)
 	if !rok || !wok {
-		if canonicalJSON(r.v) != canonicalJSON(w.v) {
+		if c.canon(r.v) != c.canon(w.v) {
 			c.add(path, "a $ref that cannot be followed changed")
 		}
 		return
 	}
 	if acceptsAll(r.v) || w.v == false {
+		return
+	}
+	if path != nil && path.depth > jsonMaxDepth {
+		c.add(path, "nested too deeply to compare (over %d levels)", jsonMaxDepth)
 		return
 	}
 	if r.v == false {
@@ -234,6 +347,9 @@ func (c *jsonCompat) check(path string, r, w jnode) {
 	rm, wm := asMap(r.v), asMap(w.v)
 
 	rt, wt := typeSet(rm), typeSet(wm)
+	if wt == nil {
+		wt = enumTypes(wm)
+	}
 	if rt != nil {
 		if wt == nil {
 			c.add(path, "type narrowed from any type to %v", sortedKeys(rt))
@@ -255,12 +371,12 @@ func (c *jsonCompat) check(path string, r, w jnode) {
 
 	for _, k := range jsonUpper {
 		if rv, ok := rm[k]; ok && writes(jsonBoundType[k]) {
-			c.bound(path, k, rv, wm, func(rn, wn int) bool { return wn <= rn })
+			c.bound(path, k, rv, wm, true)
 		}
 	}
 	for _, k := range jsonLower {
 		if rv, ok := rm[k]; ok && writes(jsonBoundType[k]) {
-			c.bound(path, k, rv, wm, func(rn, wn int) bool { return wn >= rn })
+			c.bound(path, k, rv, wm, false)
 		}
 	}
 	if rv, ok := rm["multipleOf"]; ok && writes("number") {
@@ -278,7 +394,7 @@ func (c *jsonCompat) check(path string, r, w jnode) {
 		if jsonAnnotations[k] || jsonHandled[k] {
 			continue
 		}
-		if canonicalJSON(rm[k]) != canonicalJSON(wm[k]) {
+		if c.canon(rm[k]) != c.canon(wm[k]) {
 			c.add(path, "%q changed (compatible only when unchanged)", k)
 		}
 	}
@@ -303,7 +419,7 @@ func orNone(v any) any {
 	return v
 }
 
-func (c *jsonCompat) checkEnum(path string, rm, wm map[string]any) {
+func (c *jsonCompat) checkEnum(path *jpath, rm, wm map[string]any) {
 	values := func(m map[string]any) ([]any, bool) {
 		if e, ok := m["enum"].([]any); ok {
 			return e, true
@@ -319,44 +435,44 @@ func (c *jsonCompat) checkEnum(path string, rm, wm map[string]any) {
 	}
 	wv, wok := values(wm)
 	if !wok {
-		c.add(path, "values restricted to %s now", canonicalJSON(rv))
+		c.add(path, "values restricted to %s now", c.canon(rv))
 		return
 	}
+	c.steps += (len(rv) + len(wv)) / 8
 	have := map[string]bool{}
 	for _, v := range rv {
-		have[canonicalJSON(v)] = true
+		have[c.canon(v)] = true
 	}
 	for _, v := range wv {
-		if s := canonicalJSON(v); !have[s] {
+		if s := c.canon(v); !have[s] {
 			c.add(path, "enum value %s removed", s)
 		}
 	}
 }
 
-// bound checks one numeric bound k of the reader (rv) against the
-// writer's; ok(cmpReader, cmpWriter) on a comparison result says whether
-// the writer's bound is within the reader's.
-func (c *jsonCompat) bound(path, k string, rv any, wm map[string]any, within func(r, w int) bool) {
+// bound checks the reader's bound k (rv; an upper one or a lower one)
+// against the writer's, which must lie within it.
+func (c *jsonCompat) bound(path *jpath, k string, rv any, wm map[string]any, upper bool) {
 	rn, rok := number(rv)
 	wv, has := wm[k]
 	if !rok {
 		// Draft 4's boolean exclusiveMaximum/Minimum: equality only.
-		if canonicalJSON(rv) != canonicalJSON(wv) {
-			c.add(path, "%s changed from %s to %s", k, canonicalJSON(orNone(wv)), canonicalJSON(rv))
+		if c.canon(rv) != c.canon(wv) {
+			c.add(path, "%s changed from %s to %s", k, c.canon(orNone(wv)), c.canon(rv))
 		}
 		return
 	}
 	if !has {
-		c.add(path, "%s %s added", k, canonicalJSON(rv))
+		c.add(path, "%s %s added", k, c.canon(rv))
 		return
 	}
 	wn, wok := number(wv)
-	if !wok || !within(0, wn.Cmp(rn)) {
-		c.add(path, "%s changed from %s to %s", k, canonicalJSON(wv), canonicalJSON(rv))
+	if !wok || (upper && wn.Cmp(rn) > 0) || (!upper && wn.Cmp(rn) < 0) {
+		c.add(path, "%s changed from %s to %s", k, c.canon(wv), c.canon(rv))
 	}
 }
 
-func (c *jsonCompat) checkObject(path string, r, w jnode, rm, wm map[string]any) {
+func (c *jsonCompat) checkObject(path *jpath, r, w jnode, rm, wm map[string]any) {
 	rp, wp := asMap(rm["properties"]), asMap(wm["properties"])
 	rAP, rHas := rm["additionalProperties"]
 	wAP, wHas := wm["additionalProperties"]
@@ -366,9 +482,9 @@ func (c *jsonCompat) checkObject(path string, r, w jnode, rm, wm map[string]any)
 	if !wHas {
 		wAP = true
 	}
-	sub := func(p string, rv, wv any) { c.check(p, jnode{rv, r.root, r.refs}, jnode{wv, w.root, w.refs}) }
+	sub := func(p *jpath, rv, wv any) { c.check(p, jnode{rv, r.root, r.refs}, jnode{wv, w.root, w.refs}) }
 	for _, name := range sortedKeys(wp) {
-		p := path + "/properties/" + name
+		p := path.at("properties", name)
 		if rv, ok := rp[name]; ok {
 			sub(p, rv, wp[name])
 			continue
@@ -384,7 +500,7 @@ func (c *jsonCompat) checkObject(path string, r, w jnode, rm, wm map[string]any)
 		if _, ok := wp[name]; ok {
 			continue
 		}
-		p := path + "/properties/" + name
+		p := path.at("properties", name)
 		switch {
 		case wAP == false:
 			// The writer wrote no such property.
@@ -406,7 +522,7 @@ func (c *jsonCompat) checkObject(path string, r, w jnode, rm, wm map[string]any)
 	case acceptsAll(wAP):
 		c.add(path, "additionalProperties narrowed")
 	default:
-		sub(path+"/additionalProperties", rAP, wAP)
+		sub(path.at("additionalProperties"), rAP, wAP)
 	}
 	wreq := map[string]bool{}
 	if req, ok := wm["required"].([]any); ok {
@@ -425,7 +541,7 @@ func (c *jsonCompat) checkObject(path string, r, w jnode, rm, wm map[string]any)
 	}
 }
 
-func (c *jsonCompat) checkItems(path string, r, w jnode, rm, wm map[string]any) {
+func (c *jsonCompat) checkItems(path *jpath, r, w jnode, rm, wm map[string]any) {
 	ri, rHas := rm["items"]
 	if !rHas {
 		return
@@ -437,10 +553,10 @@ func (c *jsonCompat) checkItems(path string, r, w jnode, rm, wm map[string]any) 
 	_, rTuple := ri.([]any)
 	_, wTuple := wi.([]any)
 	if rTuple || wTuple {
-		if canonicalJSON(ri) != canonicalJSON(wi) {
+		if c.canon(ri) != c.canon(wi) {
 			c.add(path, "tuple \"items\" changed (compatible only when unchanged)")
 		}
 		return
 	}
-	c.check(path+"/items", jnode{ri, r.root, r.refs}, jnode{wi, w.root, w.refs})
+	c.check(path.at("items"), jnode{ri, r.root, r.refs}, jnode{wi, w.root, w.refs})
 }

@@ -82,15 +82,16 @@ func lookupRef(refs map[string]any, u string) (any, bool) {
 	if doc, ok := refs[u]; ok {
 		return doc, true
 	}
+	names := sortedKeys(refs)
 	base, _ := url.Parse(jsonRootURL)
-	for name, doc := range refs {
+	for _, name := range names {
 		if ru, err := url.Parse(name); err == nil && base.ResolveReference(ru).String() == u {
-			return doc, true
+			return refs[name], true
 		}
 	}
-	for name, doc := range refs {
+	for _, name := range names {
 		if strings.HasSuffix(u, "/"+strings.TrimPrefix(name, "./")) {
-			return doc, true
+			return refs[name], true
 		}
 	}
 	return nil, false

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"math/big"
+	"strconv"
+	"strings"
 )
 
 // Bounds on what Parse accepts, checked before the text is decoded: the
@@ -119,7 +121,47 @@ func decodeJSON(text string) (any, error) {
 	if _, err := dec.Token(); err != io.EOF {
 		return nil, fmt.Errorf("data after the JSON document at offset %d", dec.InputOffset())
 	}
+	if err := checkNumbers(doc); err != nil {
+		return nil, err
+	}
 	return doc, nil
+}
+
+// Bounds on a number in a schema document. Numbers are compared exactly
+// (math/big), and the cost of that grows with a literal's digits and
+// exponent: 1e999999 alone takes the JSON Schema compiler 50ms.
+const (
+	maxNumberLen = 100
+	maxExponent  = 1000
+)
+
+// checkNumbers refuses numbers past maxNumberLen digits or maxExponent.
+func checkNumbers(v any) error {
+	switch x := v.(type) {
+	case json.Number:
+		s := string(x)
+		if len(s) > maxNumberLen {
+			return fmt.Errorf("number %.20s... is longer than %d characters", s, maxNumberLen)
+		}
+		if i := strings.IndexAny(s, "eE"); i >= 0 {
+			if e, err := strconv.Atoi(s[i+1:]); err != nil || e > maxExponent || e < -maxExponent {
+				return fmt.Errorf("number %s: exponent out of range (at most %d)", s, maxExponent)
+			}
+		}
+	case []any:
+		for _, e := range x {
+			if err := checkNumbers(e); err != nil {
+				return err
+			}
+		}
+	case map[string]any:
+		for _, e := range x {
+			if err := checkNumbers(e); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // jsonErr says where a JSON syntax error is, as line:col.

@@ -228,7 +228,7 @@ func TestReferences(t *testing.T) {
 		t.Errorf("changed referenced JSON schema: %q", why)
 	}
 
-	// Refusals: missing, cyclic, of another format, naming no type.
+	// Refusals: missing, cyclic, of another format, a type no reference defines.
 	reg["cyc-a/1"] = Source{Format: Avro, Text: `"int"`, References: []Reference{{Name: "B", Subject: "cyc-b", Version: 1}}}
 	reg["cyc-b/1"] = Source{Format: Avro, Text: `"int"`, References: []Reference{{Name: "A", Subject: "cyc-a", Version: 1}}}
 	for _, tc := range []struct {
@@ -238,8 +238,7 @@ func TestReferences(t *testing.T) {
 		{Source{Format: Avro, Text: `"com.acme.Nope"`, References: []Reference{{Name: "com.acme.Nope", Subject: "nope", Version: 1}}}, "not found"},
 		{Source{Format: Avro, Text: `"int"`, References: []Reference{{Name: "A", Subject: "cyc-a", Version: 1}}}, "cycle"},
 		{Source{Format: JSON, Text: `{"$ref":"geo.json"}`, References: []Reference{{Name: "geo.json", Subject: "geo", Version: 1}}}, "is AVRO, not JSON"},
-		{Source{Format: Avro, Text: `"com.acme.Other"`, References: []Reference{{Name: "com.acme.Other", Subject: "geo", Version: 1}}}, "defines no named type"},
-		{Source{Format: Avro, Text: `"int"`, References: []Reference{{Name: "x", Subject: "geo", Version: 1}}}, ""},
+		{Source{Format: Avro, Text: `"com.acme.Other"`, References: []Reference{{Name: "com.acme.Other", Subject: "geo", Version: 1}}}, "com.acme.Other"},
 	} {
 		_, err := Parse(tc.src, reg.resolve)
 		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
@@ -276,6 +275,9 @@ func TestHostileInput(t *testing.T) {
 		{"deep json", jsonSrc(deepJSON), nil, "nested deeper"},
 		{"deep brackets in a string are fine but the rest is not JSON", jsonSrc(`"` + strings.Repeat("[", 10000) + `"`), nil, "a string"},
 		{"huge", avroSrc(huge), nil, "over the limit"},
+		{"huge exponents", jsonSrc(`{"properties":{` + strings.Repeat(`"p":{"maximum":1e999999},`, 200) + `"q":{}}}`), nil, "exponent out of range"},
+		{"long numbers", jsonSrc(`{"maximum":1` + strings.Repeat("0", 100000) + `}`), nil, "longer than 100 characters"},
+		{"avro default", avroSrc(`{"type":"record","name":"r","fields":[{"name":"a","type":"double","default":1e-999999}]}`), nil, "exponent out of range"},
 		{"reference chain", Source{Format: JSON, Text: `true`, References: []Reference{{Name: "s1.json", Subject: "s1", Version: 1}}}, chain.resolve, "more than 100 references"},
 		{"import itself", Source{Format: Protobuf, Text: `syntax = "proto3";`, References: []Reference{{Name: "me.proto", Subject: "me", Version: 1}}}, self.resolve, "cycle"},
 	} {
@@ -286,10 +288,19 @@ func TestHostileInput(t *testing.T) {
 			}
 		})
 	}
-	// Deep but legal protobuf nesting compiles or fails cleanly, in time.
 	within(t, 20*time.Second, "deep proto", func() {
-		if _, err := Parse(protoSrc(deepProto), nil); err != nil && !errors.Is(err, ErrInvalid) {
+		if _, err := Parse(protoSrc(deepProto), nil); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "schema.proto:202:11: nested deeper") {
 			t.Errorf("deep proto: %v", err)
+		}
+		deepOption := "syntax = \"proto2\";\nimport \"google/protobuf/descriptor.proto\";\nextend google.protobuf.MessageOptions { optional M m = 5000; }\nmessage M { optional M m = 1; }\nmessage A { option (m) = " +
+			strings.Repeat("{ m: ", 100000) + strings.Repeat("}", 100000) + "; }"
+		if _, err := Parse(protoSrc(deepOption), nil); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "nested deeper") {
+			t.Errorf("deep option value: %.200v", err)
+		}
+		// Braces in strings and comments do not count.
+		ok := "syntax = \"proto3\";\n// " + strings.Repeat("{", 1000) + "\n/* " + strings.Repeat("(", 1000) + " */\nmessage A { string s = 1 [json_name = \"" + strings.Repeat("[", 1000) + "\"]; }"
+		if _, err := Parse(protoSrc(ok), nil); err != nil {
+			t.Errorf("brackets in comments and strings: %v", err)
 		}
 	})
 	// A recursive JSON Schema and a recursive Avro record compare in time.
@@ -298,6 +309,64 @@ func TestHostileInput(t *testing.T) {
 	loop := mustParse(t, jsonSrc(`{"definitions":{"a":{"$ref":"#/definitions/b"},"b":{"$ref":"#/definitions/a"}},"properties":{"x":{"$ref":"#/definitions/a"}}}`), nil)
 	recAvro := mustParse(t, avroSrc(`{"type":"record","name":"n","fields":[{"name":"next","type":["null","n"]},{"name":"v","type":"int"}]}`), nil)
 	recAvro2 := mustParse(t, avroSrc(`{"type":"record","name":"n","fields":[{"name":"next","type":["null","n"]},{"name":"v","type":"string"}]}`), nil)
+	// Two $ref cycles of coprime lengths make the walk the product of
+	// their sizes, deep and wide: the comparison gives up with a reason,
+	// in time.
+	cycle := func(n int) Schema {
+		var b strings.Builder
+		b.WriteString(`{"$ref":"#/definitions/d0","definitions":{`)
+		for i := range n {
+			if i > 0 {
+				b.WriteString(",")
+			}
+			fmt.Fprintf(&b, `"d%d":{"type":"object","properties":{"next":{"$ref":"#/definitions/d%d"},"v":{"type":"integer","maximum":%d}}}`, i, (i+1)%n, i)
+		}
+		b.WriteString("}}")
+		return mustParse(t, jsonSrc(b.String()), nil)
+	}
+	big1, big2 := cycle(1000), cycle(1001)
+	// wide: every node refers to the next ones from 5 properties.
+	wide := func(n int, extra string) Schema {
+		var b strings.Builder
+		b.WriteString(`{"$ref":"#/definitions/d0","definitions":{`)
+		for i := range n {
+			if i > 0 {
+				b.WriteString(",")
+			}
+			fmt.Fprintf(&b, `"d%d":{"type":"object",%s"properties":{`, i, extra)
+			for j := range 5 {
+				if j > 0 {
+					b.WriteString(",")
+				}
+				fmt.Fprintf(&b, `"p%d":{"$ref":"#/definitions/d%d"}`, j, (i*7+1+j*13)%n)
+			}
+			b.WriteString("}}")
+		}
+		b.WriteString("}}")
+		return mustParse(t, jsonSrc(b.String()), nil)
+	}
+	wide1, wide2 := wide(331, ""), wide(337, "")
+	// heavy: and every node has a large enum and allOf to compare.
+	var values []string
+	for i := range 1000 {
+		values = append(values, fmt.Sprint(i))
+	}
+	enum := `"enum":[` + strings.Join(values, ",") + `],"allOf":[{"enum":[` + strings.Join(values, ",") + `]}],`
+	heavy1, heavy2 := wide(31, enum), wide(37, enum)
+	within(t, 20*time.Second, "product of $ref cycles", func() {
+		why := Check(Backward, big2, []Schema{big1})
+		if len(why) == 0 || !strings.Contains(why[len(why)-1], "nested too deeply to compare") {
+			t.Errorf("product of $ref cycles: %d reasons, last %.300q", len(why), why[len(why)-1:])
+		}
+		why = Check(Backward, heavy2, []Schema{heavy1})
+		if len(why) == 0 || !strings.Contains(strings.Join(why, "\n"), "too large to compare") {
+			t.Errorf("heavy product of $ref cycles: %d reasons, last %.300q", len(why), why[len(why)-1:])
+		}
+		why = Check(Backward, wide2, []Schema{wide1})
+		if len(why) == 0 || !strings.Contains(strings.Join(why, "\n"), "too large to compare") {
+			t.Errorf("wide product of $ref cycles: %d reasons, last %.300q", len(why), why[len(why)-1:])
+		}
+	})
 	within(t, 20*time.Second, "recursive schemas", func() {
 		if why := Check(FullTransitive, recJSON2, []Schema{recJSON}); len(why) == 0 {
 			t.Error("recursive JSON: integer to string passed")

@@ -38,6 +38,11 @@ func parseProtobuf(src Source, resolve Resolver) (Schema, error) {
 		files[r.ref.Name] = r.src.Text
 	}
 	files[protoFileName] = src.Text
+	for name, text := range files {
+		if err := checkProtoDepth(text); err != nil {
+			return nil, fmt.Errorf("%w: %s:%w", ErrInvalid, name, err)
+		}
+	}
 	s := &protoSchema{src: src}
 	if err := s.compile(files); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
@@ -82,6 +87,41 @@ func (s *protoSchema) compile(files map[string]string) (err error) {
 		return err
 	}
 	s.file = compiled[0]
+	return nil
+}
+
+// checkProtoDepth refuses .proto text nested deeper than maxDepth
+// (messages, option values, brackets) before the compiler's recursive
+// walks see it. Strings and comments do not count.
+func checkProtoDepth(text string) error {
+	depth := 0
+	for i := 0; i < len(text); i++ {
+		switch c := text[i]; {
+		case c == '"' || c == '\'':
+			for i++; i < len(text) && text[i] != c && text[i] != '\n'; i++ {
+				if text[i] == '\\' {
+					i++
+				}
+			}
+		case c == '/' && i+1 < len(text) && text[i+1] == '/':
+			for i < len(text) && text[i] != '\n' {
+				i++
+			}
+		case c == '/' && i+1 < len(text) && text[i+1] == '*':
+			end := strings.Index(text[i+2:], "*/")
+			if end < 0 {
+				return nil // the compiler reports the open comment
+			}
+			i += end + 3
+		case c == '{' || c == '[' || c == '(' || c == '<':
+			if depth++; depth > maxDepth {
+				line, col := lineCol(text, i)
+				return fmt.Errorf("%d:%d: nested deeper than %d levels", line, col, maxDepth)
+			}
+		case c == '}' || c == ']' || c == ')' || c == '>':
+			depth--
+		}
+	}
 	return nil
 }
 
