@@ -8,6 +8,9 @@ require (
 	github.com/duckdb/duckdb-go/v2 v2.10506.0
 	github.com/hamba/avro/v2 v2.31.0
 	github.com/korvet/korvet v0.0.0-00010101000000-000000000000
+	github.com/twmb/franz-go v1.22.3
+	github.com/twmb/franz-go/pkg/kadm v1.20.0
+	github.com/twmb/franz-go/pkg/sr v1.8.0
 )
 
 require (
@@ -63,6 +66,7 @@ require (
 	github.com/substrait-io/substrait-protobuf/go v0.85.0 // indirect
 	github.com/tinylib/msgp v1.6.4 // indirect
 	github.com/twmb/avro v1.8.0 // indirect
+	github.com/twmb/franz-go/pkg/kmsg v1.15.1 // indirect
 	github.com/twmb/murmur3 v1.1.8 // indirect
 	github.com/twpayne/go-geom v1.6.1 // indirect
 	github.com/zeebo/xxh3 v1.1.0 // indirect

@@ -397,7 +397,8 @@ func removeStaleBuilds() {
 	}
 }
 
-// ModuleRoot is the directory of the go.mod of the module under test.
+// ModuleRoot is the directory of korvet's go.mod: the module under test,
+// or the one above a nested test module (internal/duckdbtest).
 func ModuleRoot() (string, error) { return moduleRoot() }
 
 var moduleRoot = sync.OnceValues(func() (string, error) {
@@ -409,7 +410,15 @@ var moduleRoot = sync.OnceValues(func() (string, error) {
 	if gomod == "" || gomod == os.DevNull {
 		return "", fmt.Errorf("not inside a Go module (go env GOMOD is %q)", gomod)
 	}
-	return filepath.Dir(gomod), nil
+	for dir := filepath.Dir(gomod); ; dir = filepath.Dir(dir) {
+		b, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+		if err == nil && bytes.HasPrefix(b, []byte("module github.com/korvet/korvet\n")) {
+			return dir, nil
+		}
+		if dir == filepath.Dir(dir) {
+			return "", fmt.Errorf("no korvet go.mod at or above %s", gomod)
+		}
+	}
 })
 
 // KorvetKnows tells whether this checkout's korvet.toml (which lists
