@@ -293,7 +293,7 @@ func TestSchemaRegistryFranzGo(t *testing.T) {
 const schemaRegistryPy = `
 import json, sys, time
 from confluent_kafka import Consumer, Producer
-from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+from confluent_kafka.schema_registry import Schema, SchemaReference, SchemaRegistryClient
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
@@ -352,6 +352,19 @@ out["magic"] = raw[0]
 out["frame_id"] = int.from_bytes(raw[1:5], "big")
 out["decoded"] = JSONDeserializer(v1)(raw, SerializationContext(topic, MessageField.VALUE))
 
+# References: a schema whose $ref names a schema of another subject.
+addr = json.dumps({"type": "object", "properties": {"city": {"type": "string"}}})
+client.register_schema("pyaddr", Schema(addr, "JSON"))
+ship = json.dumps({"type": "object", "properties": {"to": {"$ref": "addr.json"}}})
+ref = SchemaReference("addr.json", "pyaddr", 1)
+out["ref_id"] = client.register_schema("pyship-value", Schema(ship, "JSON", [ref]))
+got = SchemaRegistryClient({"url": url}).get_schema(out["ref_id"])
+out["ref_back"] = [[r.name, r.subject, r.version] for r in got.references]
+found = client.lookup_schema("pyship-value", Schema(ship, "JSON", [ref]))
+out["ref_lookup"] = [found.schema_id, found.version]
+bad_ref = SchemaReference("addr.json", "pyaddr", 9)
+out["ref_missing"] = code(lambda: client.register_schema("pyship2-value", Schema(ship, "JSON", [bad_ref])))
+
 # Deletes: soft, soft twice, then permanent on another subject.
 out["deleted"] = client.delete_subject(subject)
 out["subjects_after"] = client.get_subjects()
@@ -367,7 +380,7 @@ print(json.dumps(out))
 
 // python3-confluent-kafka's SchemaRegistryClient against korvet: register
 // (idempotent), get by id, latest version, a 409 refusal, compatibility
-// levels, soft and permanent deletes, and a JSON Schema framed value
+// levels, references, soft and permanent deletes, and a JSON Schema framed value
 // through Producer and Consumer. Debian has no fastavro, so Avro is
 // franz-go's part (TestSchemaRegistryFranzGo).
 func TestSchemaRegistryPython(t *testing.T) {
@@ -410,6 +423,10 @@ func TestSchemaRegistryPython(t *testing.T) {
 		GoneID        int            `json:"gone_id"`
 		GoneDeleted   []int          `json:"gone_deleted"`
 		GoneSch       []int          `json:"gone_schema"`
+		RefID         int            `json:"ref_id"`
+		RefBack       [][]any        `json:"ref_back"`
+		RefLookup     []int          `json:"ref_lookup"`
+		RefMissing    []int          `json:"ref_missing"`
 	}
 	if err := json.Unmarshal(stdout, &out); err != nil {
 		t.Fatalf("python output %q: %v", stdout, err)
@@ -434,6 +451,10 @@ func TestSchemaRegistryPython(t *testing.T) {
 	if !slices.Equal(out.Deleted, []int{1, 2}) || slices.Contains(out.SubjectsAfter, "pyorders-value") ||
 		!slices.Equal(out.LatestAfter, []int{404, 40401}) || !slices.Equal(out.SoftTwice, []int{404, 40404}) {
 		t.Errorf("soft delete: %v, subjects %v, latest after %v, twice %v", out.Deleted, out.SubjectsAfter, out.LatestAfter, out.SoftTwice)
+	}
+	if out.RefID <= 0 || len(out.RefBack) != 1 || fmt.Sprint(out.RefBack[0]) != "[addr.json pyaddr 1]" ||
+		!slices.Equal(out.RefLookup, []int{out.RefID, 1}) || !slices.Equal(out.RefMissing, []int{422, 42201}) {
+		t.Errorf("references: id %d, read back %v, lookup %v, unknown version %v", out.RefID, out.RefBack, out.RefLookup, out.RefMissing)
 	}
 	if out.GoneID <= 0 || !slices.Equal(out.GoneDeleted, []int{1}) || !slices.Equal(out.GoneSch, []int{404, 40403}) {
 		t.Errorf("permanent delete: id %d, deleted %v, get_schema after %v", out.GoneID, out.GoneDeleted, out.GoneSch)
