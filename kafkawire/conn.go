@@ -3,6 +3,7 @@ package kafkawire
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"io"
@@ -37,6 +38,7 @@ type conn struct {
 	authTimer  *time.Timer // closes it if SASL authentication takes too long
 	authed     atomic.Bool // SASL authentication done (for authTimer)
 	ended      atomic.Bool // serve has returned: timers do nothing more
+	answered   atomic.Bool // a response has been written
 	// decoded is what the current produce request's records decompressed
 	// to; the in-order half sets it, dispatch reserves it.
 	decoded int64
@@ -152,7 +154,25 @@ func (c *conn) serve(parent context.Context) {
 	close(c.readDone)
 	close(c.out)
 	<-writerDone
+	if !c.answered.Load() && c.s.draining() {
+		// A drain caught a connection before its first answer (its
+		// ApiVersions, say). Clients read a clean close there as a TLS or
+		// SASL mismatch and give up (franz-go's ErrFirstReadEOF); a reset
+		// is a network error, which they retry on another broker or
+		// after the restart.
+		resetOnClose(c.nc)
+	}
 	c.nc.Close()
+}
+
+// resetOnClose makes Close send a TCP reset instead of a FIN.
+func resetOnClose(nc net.Conn) {
+	if tc, ok := nc.(*tls.Conn); ok {
+		nc = tc.NetConn()
+	}
+	if tc, ok := nc.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0)
+	}
 }
 
 // readBufSize is the read buffer of a connection, allocated once its first
@@ -219,6 +239,9 @@ func (c *conn) writeLoop() {
 		if !ok {
 			broken = true
 			continue
+		}
+		if sl.frame != nil {
+			c.answered.Store(true)
 		}
 		if len(c.out) == 0 {
 			if err := bw.Flush(); err != nil {

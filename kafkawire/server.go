@@ -175,6 +175,16 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, drain time.Duration
 	return s.ServeListeners(ctx, drain, Listener{Listener: ln, AdvertisedHost: s.opts.AdvertisedHost, AdvertisedPort: s.opts.AdvertisedPort})
 }
 
+// draining reports whether ServeListeners has stopped accepting.
+func (s *Server) draining() bool {
+	select {
+	case <-s.quit:
+		return true
+	default:
+		return false
+	}
+}
+
 // ServeListeners accepts connections on every listener until ctx is
 // cancelled or one of them fails, then stops reading new requests, lets
 // in-flight ones finish (bounded by drain) and returns.
