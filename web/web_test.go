@@ -81,6 +81,16 @@ func fill(t *testing.T, eng *engine.Engine, topic string, partitions int32, n in
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A new partition gets its leader at once, or at the next periodic
+	// check when the claim lost a race (a loaded machine).
+	testbed.WaitFor(t, 30*time.Second, "the new partitions to have this broker as leader", func() bool {
+		for _, p := range tp.Partitions() {
+			if !p.IsLeader() {
+				return false
+			}
+		}
+		return true
+	})
 	for _, p := range tp.Partitions() {
 		recs := make([]record.Record, n)
 		for i := range recs {
