@@ -12,8 +12,10 @@ const maxMembers = 1000
 
 // member locates one top-level member of a flattenable object: the name
 // between its quotes is v[nameStart:nameEnd], its raw value v[valStart:valEnd].
+// prevDelim is the '{' or ',' before it, colon its ':', delim the ',' or '}'
+// after it; whatever else lies between them is whitespace.
 type member struct {
-	nameStart, nameEnd, valStart, valEnd int
+	prevDelim, nameStart, nameEnd, colon, valStart, valEnd, delim int
 }
 
 // flattener decides whether a value can be flattened and finds its members.
@@ -22,52 +24,104 @@ type flattener struct {
 	members []member
 	order   []int32  // member indexes, sorted by name for the uniqueness check
 	stack   []uint64 // container kinds while validating nested values: 1 bit per level, set = object
+	marker  []byte   // the __ws marker of the value analysed last, empty when compact
+	tmp     []byte   // rebuilt pieces while checking a marker
 }
 
-// analyse reports whether v can be flattened, leaving its members in f.members.
+// analyse reports whether v can be flattened, leaving its members in
+// f.members and, when v has whitespace outside member values, its layout
+// marker in f.marker.
 func (f *flattener) analyse(v []byte) bool {
-	f.members = f.members[:0]
+	f.members, f.marker = f.members[:0], f.marker[:0]
+	if cap(f.marker) > maxKeptScratch {
+		f.marker = nil
+	}
 	// Cheap reject first: most non-JSON values fail here.
-	if len(v) < 2 || v[0] != '{' || v[len(v)-1] != '}' {
+	if len(v) < 2 || v[0] != '{' && !isSpace(v[0]) || v[len(v)-1] != '}' && !isSpace(v[len(v)-1]) {
 		return false
 	}
-	i := 1
+	open := skipSpace(v, 0)
+	if open == len(v) || v[open] != '{' {
+		return false
+	}
+	spaced := open != 0
+	prev := open
 	for {
 		if len(f.members) == maxMembers {
 			return false
 		}
-		end, escaped := scanString(v, i)
+		nameAt := skipSpace(v, prev+1)
+		end, escaped := scanString(v, nameAt)
 		if end < 0 || escaped {
 			return false
 		}
-		m := member{nameStart: i + 1, nameEnd: end - 1, valStart: end + 1}
+		m := member{prevDelim: prev, nameStart: nameAt + 1, nameEnd: end - 1}
 		if m.nameEnd-m.nameStart >= 2 && v[m.nameStart] == '_' && v[m.nameStart+1] == '_' {
 			return false
 		}
-		if end >= len(v) || v[end] != ':' {
+		if m.colon = skipSpace(v, end); m.colon == len(v) || v[m.colon] != ':' {
 			return false
 		}
-		// value rejects leading whitespace, and the check below trailing
-		// whitespace, so no whitespace survives outside member values.
-		m.valEnd = f.value(v, m.valStart)
-		if m.valEnd < 0 || m.valEnd >= len(v) {
+		m.valStart = skipSpace(v, m.colon+1)
+		if m.valEnd = f.value(v, m.valStart); m.valEnd < 0 {
 			return false
 		}
+		if m.delim = skipSpace(v, m.valEnd); m.delim == len(v) {
+			return false
+		}
+		spaced = spaced || nameAt != prev+1 || m.colon != end || m.valStart != m.colon+1 || m.delim != m.valEnd
 		f.members = append(f.members, m)
-		switch v[m.valEnd] {
+		switch v[m.delim] {
 		case ',':
-			i = m.valEnd + 1
+			prev = m.delim
 			continue
 		case '}':
-			if m.valEnd != len(v)-1 {
+			if skipSpace(v, m.delim+1) != len(v) {
 				return false
 			}
+			spaced = spaced || m.delim != len(v)-1
 		default:
 			return false
 		}
 		break
 	}
-	return f.unique(v) && rebuilds(v, f.members)
+	if !f.unique(v) {
+		return false
+	}
+	if !spaced {
+		return rebuilds(v, f.members)
+	}
+	f.marker = appendMarker(f.marker, v, f.members)
+	var l layout
+	return l.parse(f.marker) && f.rebuildsWS(v, &l)
+}
+
+// rebuildsWS is rebuilds for a value with a layout marker: it rebuilds the
+// pieces between names and values with the decoder's own code and
+// compares them with v.
+func (f *flattener) rebuildsWS(v []byte, l *layout) bool {
+	if cap(f.tmp) > maxKeptScratch {
+		f.tmp = nil
+	}
+	p := 0
+	eat := func(b []byte) bool {
+		if len(v)-p < len(b) || !bytes.Equal(v[p:p+len(b)], b) {
+			return false
+		}
+		p += len(b)
+		return true
+	}
+	var ok bool
+	for i, m := range f.members {
+		if f.tmp, ok = l.appendOpen(f.tmp[:0], i); !ok || !eat(f.tmp) || !eat(v[m.nameStart:m.nameEnd]) {
+			return false
+		}
+		if f.tmp, ok = l.appendColon(f.tmp[:0], i); !ok || !eat(f.tmp) || !eat(v[m.valStart:m.valEnd]) {
+			return false
+		}
+	}
+	f.tmp, ok = l.appendClose(f.tmp[:0], len(f.members))
+	return ok && eat(f.tmp) && p == len(v)
 }
 
 // unique reports whether the member names are pairwise distinct.
@@ -333,11 +387,14 @@ func skipDigits(v []byte, i int) int {
 }
 
 func skipSpace(v []byte, i int) int {
-	for i < len(v) && (v[i] == ' ' || v[i] == '\t' || v[i] == '\n' || v[i] == '\r') {
+	for i < len(v) && isSpace(v[i]) {
 		i++
 	}
 	return i
 }
+
+// isSpace reports whether c is JSON whitespace.
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
 // literal matches lit at v[i] and returns the index just past it, or -1.
 func literal(v []byte, i int, lit string) int {
