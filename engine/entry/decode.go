@@ -39,7 +39,7 @@ type Decoder struct {
 func (d *Decoder) Reset() {
 	d.values = d.values[:0]
 	clear(d.headers) // drop references into old inputs
-	d.ws = layout{}
+	d.ws = layout{buf: d.ws.buf} // keep only the scratch
 	d.headers = d.headers[:0]
 	d.Begin()
 }

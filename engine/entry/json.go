@@ -12,10 +12,9 @@ const maxMembers = 1000
 
 // member locates one top-level member of a flattenable object: the name
 // between its quotes is v[nameStart:nameEnd], its raw value v[valStart:valEnd].
-// prevDelim is the '{' or ',' before it, colon its ':', delim the ',' or '}'
-// after it; whatever else lies between them is whitespace.
+// Only whitespace and the structural bytes lie between them.
 type member struct {
-	prevDelim, nameStart, nameEnd, colon, valStart, valEnd, delim int
+	nameStart, nameEnd, valStart, valEnd int
 }
 
 // flattener decides whether a value can be flattened and finds its members.
@@ -26,6 +25,7 @@ type flattener struct {
 	stack   []uint64 // container kinds while validating nested values: 1 bit per level, set = object
 	marker  []byte   // the __ws marker of the value analysed last, empty when compact
 	tmp     []byte   // rebuilt pieces while checking a marker
+	lay     layout   // the marker parsed back, as the decoder will
 }
 
 // analyse reports whether v can be flattened, leaving its members in
@@ -55,31 +55,33 @@ func (f *flattener) analyse(v []byte) bool {
 		if end < 0 || escaped {
 			return false
 		}
-		m := member{prevDelim: prev, nameStart: nameAt + 1, nameEnd: end - 1}
+		m := member{nameStart: nameAt + 1, nameEnd: end - 1}
 		if m.nameEnd-m.nameStart >= 2 && v[m.nameStart] == '_' && v[m.nameStart+1] == '_' {
 			return false
 		}
-		if m.colon = skipSpace(v, end); m.colon == len(v) || v[m.colon] != ':' {
+		colon := skipSpace(v, end)
+		if colon == len(v) || v[colon] != ':' {
 			return false
 		}
-		m.valStart = skipSpace(v, m.colon+1)
+		m.valStart = skipSpace(v, colon+1)
 		if m.valEnd = f.value(v, m.valStart); m.valEnd < 0 {
 			return false
 		}
-		if m.delim = skipSpace(v, m.valEnd); m.delim == len(v) {
+		delim := skipSpace(v, m.valEnd)
+		if delim == len(v) {
 			return false
 		}
-		spaced = spaced || nameAt != prev+1 || m.colon != end || m.valStart != m.colon+1 || m.delim != m.valEnd
+		spaced = spaced || nameAt != prev+1 || colon != end || m.valStart != colon+1 || delim != m.valEnd
 		f.members = append(f.members, m)
-		switch v[m.delim] {
+		switch v[delim] {
 		case ',':
-			prev = m.delim
+			prev = delim
 			continue
 		case '}':
-			if skipSpace(v, m.delim+1) != len(v) {
+			if skipSpace(v, delim+1) != len(v) {
 				return false
 			}
-			spaced = spaced || m.delim != len(v)-1
+			spaced = spaced || delim != len(v)-1
 		default:
 			return false
 		}
@@ -92,20 +94,21 @@ func (f *flattener) analyse(v []byte) bool {
 		return rebuilds(v, f.members)
 	}
 	f.marker = appendMarker(f.marker, v, f.members)
-	var l layout
-	return l.parse(f.marker) && f.rebuildsWS(v, &l)
+	return f.lay.parse(f.marker) && f.rebuildsWS(v, &f.lay)
 }
 
 // rebuildsWS is rebuilds for a value with a layout marker: it rebuilds the
-// pieces between names and values with the decoder's own code and
-// compares them with v.
+// pieces between names and values with the decoder's own code and checks
+// that they, and the names and values between them, land where they are
+// in v. Names and values are slices of v, so landing at their own
+// position is the same as matching byte for byte.
 func (f *flattener) rebuildsWS(v []byte, l *layout) bool {
 	if cap(f.tmp) > maxKeptScratch {
 		f.tmp = nil
 	}
 	p := 0
 	eat := func(b []byte) bool {
-		if len(v)-p < len(b) || !bytes.Equal(v[p:p+len(b)], b) {
+		if len(v)-p < len(b) || !sameRun(v[p:p+len(b)], b) {
 			return false
 		}
 		p += len(b)
@@ -113,12 +116,14 @@ func (f *flattener) rebuildsWS(v []byte, l *layout) bool {
 	}
 	var ok bool
 	for i, m := range f.members {
-		if f.tmp, ok = l.appendOpen(f.tmp[:0], i); !ok || !eat(f.tmp) || !eat(v[m.nameStart:m.nameEnd]) {
+		if f.tmp, ok = l.appendOpen(f.tmp[:0], i); !ok || !eat(f.tmp) || p != m.nameStart {
 			return false
 		}
-		if f.tmp, ok = l.appendColon(f.tmp[:0], i); !ok || !eat(f.tmp) || !eat(v[m.valStart:m.valEnd]) {
+		p = m.nameEnd
+		if f.tmp, ok = l.appendColon(f.tmp[:0], i); !ok || !eat(f.tmp) || p != m.valStart {
 			return false
 		}
+		p = m.valEnd
 	}
 	f.tmp, ok = l.appendClose(f.tmp[:0], len(f.members))
 	return ok && eat(f.tmp) && p == len(v)

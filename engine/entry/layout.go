@@ -47,12 +47,21 @@ type layout struct {
 	marker  []byte
 	pos     int // general: start of the next run; len(marker)+1 once all are taken
 	uniform [uniformSlots][]byte
+	// For a uniform layout, the pieces repeated for every member, built
+	// once per marker so that each member costs two appends:
+	// V "," S `"` before a name and `"` B ":" A after it.
+	comma, colon []byte
+	buf          []byte // backs comma and colon; kept between markers
 }
 
 // parse loads a marker, reporting whether it is well formed. Runs point
 // into marker, which must stay unchanged while the layout is used.
 func (l *layout) parse(marker []byte) bool {
-	*l = layout{}
+	buf := l.buf[:0]
+	if cap(buf) > maxKeptScratch {
+		buf = nil
+	}
+	*l = layout{buf: buf}
 	if len(marker) == 0 {
 		return false
 	}
@@ -75,12 +84,25 @@ func (l *layout) parse(marker []byte) bool {
 			i := bytes.IndexByte(rest, wsSep)
 			if i < 0 {
 				l.uniform[s] = rest
+				l.pieces()
 				return true
 			}
 			l.uniform[s], rest = rest[:i], rest[i+1:]
 		}
 	}
 	return false
+}
+
+// pieces builds comma and colon of a uniform layout.
+func (l *layout) pieces() {
+	u := &l.uniform
+	b := append(l.buf[:0], u[slotAfterValue]...)
+	b = append(append(b, ','), u[slotAfterComma]...)
+	b = append(b, '"')
+	n := len(b)
+	b = append(append(b, '"'), u[slotBeforeColon]...)
+	b = append(append(b, ':'), u[slotAfterColon]...)
+	l.buf, l.comma, l.colon = b, b[:n:n], b[n:]
 }
 
 // run returns the whitespace at position k of member i, last telling
@@ -136,6 +158,9 @@ func (l *layout) done() bool {
 // appendOpen appends what precedes the name of member i: the opening
 // brace for the first, else the previous value's trailing run and ','.
 func (l *layout) appendOpen(dst []byte, i int) ([]byte, bool) {
+	if i > 0 && l.set && !l.general {
+		return append(dst, l.comma...), true
+	}
 	k, sep := runAfterValue, byte(',')
 	if i == 0 {
 		k, sep = runLead, '{'
@@ -148,6 +173,9 @@ func (l *layout) appendOpen(dst []byte, i int) ([]byte, bool) {
 
 // appendColon appends what lies between member i's name and value.
 func (l *layout) appendColon(dst []byte, i int) ([]byte, bool) {
+	if l.set && !l.general {
+		return append(dst, l.colon...), true
+	}
 	ws, ok := l.run(runBeforeColon, i, false)
 	dst = append(append(append(dst, '"'), ws...), ':')
 	ws, ok2 := l.run(runAfterColon, i, false)
@@ -162,11 +190,15 @@ func (l *layout) appendClose(dst []byte, n int) ([]byte, bool) {
 	return append(dst, ws...), ok && ok2 && l.done()
 }
 
-// runs of member i of a value analysed by the flattener, straight from v.
-func memberRuns(v []byte, ms []member, i int) (beforeName, beforeColon, afterColon, afterValue []byte) {
-	m := &ms[i]
-	return v[m.prevDelim+1 : m.nameStart-1], v[m.nameEnd+1 : m.colon],
-		v[m.colon+1 : m.valStart], v[m.valEnd:m.delim]
+// memberRuns returns the whitespace around member m of a value the
+// flattener accepted; see the package comment for the names.
+func memberRuns(v []byte, m *member) (beforeName, beforeColon, afterColon, afterValue []byte) {
+	n := m.nameStart - 1 // the opening quote
+	for n > 0 && isSpace(v[n-1]) {
+		n--
+	}
+	colon := skipSpace(v, m.nameEnd+1)
+	return v[n : m.nameStart-1], v[m.nameEnd+1 : colon], v[colon+1 : m.valStart], v[m.valEnd:skipSpace(v, m.valEnd)]
 }
 
 // appendMarker appends the marker for v's whitespace to dst, the shortest
@@ -174,22 +206,23 @@ func memberRuns(v []byte, ms []member, i int) (beforeName, beforeColon, afterCol
 // It appends nothing when v is compact. ms are v's members (at least one).
 func appendMarker(dst, v []byte, ms []member) []byte {
 	n := len(ms)
+	lead := v[:skipSpace(v, 0)]
+	trail := v[skipSpace(v, ms[n-1].valEnd)+1:]
 	var slots [uniformSlots][]byte
-	slots[slotLead] = v[:ms[0].prevDelim]
-	slots[slotTrail] = v[ms[n-1].delim+1:]
+	slots[slotLead], slots[slotTrail] = lead, trail
 	var firstName []byte
-	firstName, slots[slotBeforeColon], slots[slotAfterColon], slots[slotBeforeClose] = memberRuns(v, ms, n-1)
+	firstName, slots[slotBeforeColon], slots[slotAfterColon], slots[slotBeforeClose] = memberRuns(v, &ms[n-1])
 	if n > 1 {
 		slots[slotAfterComma] = firstName // the last member's run follows a ','
-		firstName, _, _, slots[slotAfterValue] = memberRuns(v, ms, 0)
+		firstName, _, _, slots[slotAfterValue] = memberRuns(v, &ms[0])
 	}
 	slots[slotAfterOpen] = firstName
 	uniform, compact := true, true
 	for i := range ms {
-		bn, bc, ac, av := memberRuns(v, ms, i)
-		if i > 0 && !bytes.Equal(bn, slots[slotAfterComma]) ||
-			!bytes.Equal(bc, slots[slotBeforeColon]) || !bytes.Equal(ac, slots[slotAfterColon]) ||
-			i < n-1 && !bytes.Equal(av, slots[slotAfterValue]) {
+		bn, bc, ac, av := memberRuns(v, &ms[i])
+		if i > 0 && !sameRun(bn, slots[slotAfterComma]) ||
+			!sameRun(bc, slots[slotBeforeColon]) || !sameRun(ac, slots[slotAfterColon]) ||
+			i < n-1 && !sameRun(av, slots[slotAfterValue]) {
 			uniform = false
 			break
 		}
@@ -215,13 +248,27 @@ func appendMarker(dst, v []byte, ms []member) []byte {
 		return dst
 	}
 	dst = append(dst, wsGeneral)
-	dst = append(dst, v[:ms[0].prevDelim]...)
+	dst = append(dst, lead...)
 	for i := range ms {
-		bn, bc, ac, av := memberRuns(v, ms, i)
+		bn, bc, ac, av := memberRuns(v, &ms[i])
 		for _, r := range [4][]byte{bn, bc, ac, av} {
 			dst = append(append(dst, wsSep), r...)
 		}
 	}
 	dst = append(dst, wsSep)
-	return append(dst, v[ms[n-1].delim+1:]...)
+	return append(dst, trail...)
+}
+
+// sameRun is bytes.Equal for the short runs of whitespace it is given,
+// without a call per comparison.
+func sameRun(a, b []byte) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
 }
