@@ -38,7 +38,7 @@ type Decoder struct {
 // Reset releases every record returned so far and reuses the arenas.
 func (d *Decoder) Reset() {
 	d.values = d.values[:0]
-	clear(d.headers) // drop references into old inputs
+	clear(d.headers)             // drop references into old inputs
 	d.ws = layout{buf: d.ws.buf} // keep only the scratch
 	d.headers = d.headers[:0]
 	d.Begin()
