@@ -115,12 +115,25 @@ func (f *flattener) rebuildsWS(v []byte, l *layout) bool {
 		return true
 	}
 	var ok bool
+	uniform := l.set && !l.general
 	for i, m := range f.members {
-		if f.tmp, ok = l.appendOpen(f.tmp[:0], i); !ok || !eat(f.tmp) || p != m.nameStart {
+		// A uniform layout's repeated pieces are what appendOpen and
+		// appendColon append; compare them in place.
+		if uniform && i > 0 {
+			ok = eat(l.comma)
+		} else if f.tmp, ok = l.appendOpen(f.tmp[:0], i); ok {
+			ok = eat(f.tmp)
+		}
+		if !ok || p != m.nameStart {
 			return false
 		}
 		p = m.nameEnd
-		if f.tmp, ok = l.appendColon(f.tmp[:0], i); !ok || !eat(f.tmp) || p != m.valStart {
+		if uniform {
+			ok = eat(l.colon)
+		} else if f.tmp, ok = l.appendColon(f.tmp[:0], i); ok {
+			ok = eat(f.tmp)
+		}
+		if !ok || p != m.valStart {
 			return false
 		}
 		p = m.valEnd
