@@ -34,6 +34,7 @@ func TestParseKeyEntries(t *testing.T) {
 		xentry("2-3", "__ts", "1", "__key", "", "__header.h", "x", "n", "1"), // empty key, flattened value
 		xentry("3-1", "__ts", "1", "__value", "v"),                           // no key
 		xentry("7-1", "__ts", "1", "__key", "c", "__hnull.h", "", "_x", "2"),
+		xentry("8-1", "__ts", "1", "__key", "d", "__ws", "u . ", "a", "1", "b", "2"), // flattened with whitespace
 	)
 	recs, err := parseKeyEntries([]byte(raw), nil)
 	if err != nil {
@@ -43,7 +44,7 @@ func TestParseKeyEntries(t *testing.T) {
 		off            int64
 		key            string
 		nilKey, hasVal bool
-	}{{0, "a", false, true}, {1, "b", false, false}, {2, "", false, true}, {3, "", true, true}, {7, "c", false, true}}
+	}{{0, "a", false, true}, {1, "b", false, false}, {2, "", false, true}, {3, "", true, true}, {7, "c", false, true}, {8, "d", false, true}}
 	if len(recs) != len(want) {
 		t.Fatalf("%d records", len(recs))
 	}

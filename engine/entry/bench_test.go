@@ -17,10 +17,14 @@ func (w *discard) String(s string) { w.n += len(s) }
 func benchRecords() map[string]*record.Record {
 	doc := []byte(`{"id":123456789,"user":"alice@example.com","event":"checkout","amount":1299.95,` +
 		`"currency":"EUR","country":"DE","session":"s-42","items":[{"sku":"A-1","qty":2},{"sku":"B-7","qty":1}],"ok":true,"note":null}`)
+	// The same document as Python's json.dumps writes it by default.
+	spaced := []byte(`{"id": 123456789, "user": "alice@example.com", "event": "checkout", "amount": 1299.95, ` +
+		`"currency": "EUR", "country": "DE", "session": "s-42", "items": [{"sku": "A-1", "qty": 2}, {"sku": "B-7", "qty": 1}], "ok": true, "note": null}`)
 	hdrs := []record.Header{{Key: []byte("trace-id"), Value: []byte("4bf92f3577b34da6")}, {Key: []byte("source"), Value: nil}}
 	return map[string]*record.Record{
-		"binary100": {Timestamp: 1700000000000, Key: []byte("key-00001"), Value: bytes.Repeat([]byte{0xab}, 100), Headers: hdrs},
-		"json200":   {Timestamp: 1700000000000, Key: []byte("key-00001"), Value: doc, Headers: hdrs},
+		"binary100":  {Timestamp: 1700000000000, Key: []byte("key-00001"), Value: bytes.Repeat([]byte{0xab}, 100), Headers: hdrs},
+		"json200":    {Timestamp: 1700000000000, Key: []byte("key-00001"), Value: doc, Headers: hdrs},
+		"jsonspaced": {Timestamp: 1700000000000, Key: []byte("key-00001"), Value: spaced, Headers: hdrs},
 	}
 }
 

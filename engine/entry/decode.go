@@ -29,15 +29,17 @@ type Decoder struct {
 	hasValue   bool // __value seen
 	txn        record.Txn
 	hasTxn     bool
-	members    int // flattened members seen
-	valStart   int // start of this entry's rebuilt value in values
-	hdrStart   int // start of this entry's headers in headers
+	members    int    // flattened members seen
+	ws         layout // __ws of this entry; unset = compact
+	valStart   int    // start of this entry's rebuilt value in values
+	hdrStart   int    // start of this entry's headers in headers
 }
 
 // Reset releases every record returned so far and reuses the arenas.
 func (d *Decoder) Reset() {
 	d.values = d.values[:0]
-	clear(d.headers) // drop references into old inputs
+	clear(d.headers)             // drop references into old inputs
+	d.ws = layout{buf: d.ws.buf} // keep only the scratch
 	d.headers = d.headers[:0]
 	d.Begin()
 }
@@ -49,6 +51,7 @@ func (d *Decoder) Begin() {
 	d.hasTS, d.hasKey, d.hasValue = false, false, false
 	d.txn, d.hasTxn = record.Txn{ProducerID: -1}, false
 	d.members = 0
+	d.ws.set = false
 	d.valStart = len(d.values)
 	d.hdrStart = len(d.headers)
 }
@@ -103,11 +106,19 @@ func (d *Decoder) Field(name, value []byte) {
 		}
 		d.key, d.hasKey = value, true
 	case string(name) == fieldValue:
-		if d.hasValue || d.members > 0 {
+		if d.hasValue || d.members > 0 || d.ws.set {
 			d.err = fmt.Errorf("%w: field %s next to another value field", ErrMalformed, fieldValue)
 			return
 		}
 		d.value, d.hasValue = value, true
+	case string(name) == fieldWS:
+		if d.ws.set || d.hasValue || d.members > 0 {
+			d.err = fmt.Errorf("%w: field %s repeated or not before the members", ErrMalformed, fieldWS)
+			return
+		}
+		if !d.ws.parse(value) {
+			d.err = fmt.Errorf("%w: field %s: bad layout %q", ErrMalformed, fieldWS, value)
+		}
 	case hasPrefix(name, prefixHeader):
 		d.headers = append(d.headers, record.Header{Key: name[len(prefixHeader):], Value: value})
 	case hasPrefix(name, prefixNullValue):
@@ -125,6 +136,18 @@ func (d *Decoder) Field(name, value []byte) {
 func (d *Decoder) member(name, value []byte) {
 	if d.hasValue {
 		d.err = fmt.Errorf("%w: member field %q next to %s", ErrMalformed, name, fieldValue)
+		return
+	}
+	if d.ws.set {
+		var ok1, ok2 bool
+		d.values, ok1 = d.ws.appendOpen(d.values, d.members)
+		d.values = append(d.values, name...)
+		d.values, ok2 = d.ws.appendColon(d.values, d.members)
+		d.values = append(d.values, value...)
+		d.members++
+		if !ok1 || !ok2 {
+			d.err = fmt.Errorf("%w: field %s has fewer runs than the members need", ErrMalformed, fieldWS)
+		}
 		return
 	}
 	sep := byte(',')
@@ -154,6 +177,14 @@ func (d *Decoder) FinishTxn(rec *record.Record, txn *record.Txn) error {
 	if d.err == nil && d.txn.Control && (!d.hasTxn || !d.hasKey || !d.hasValue) {
 		d.err = fmt.Errorf("%w: control entry needs %s, %s and %s", ErrMalformed, fieldTxn, fieldKey, fieldValue)
 	}
+	if d.err == nil && d.members > 0 {
+		var ok bool
+		if d.values, ok = d.ws.appendClose(d.values, d.members); !ok {
+			d.err = fmt.Errorf("%w: field %s has more or fewer runs than the members need", ErrMalformed, fieldWS)
+		}
+	} else if d.err == nil && d.ws.set {
+		d.err = fmt.Errorf("%w: field %s without members", ErrMalformed, fieldWS)
+	}
 	if d.err != nil {
 		// Drop this entry's partial data; earlier records stay intact.
 		d.values = d.values[:d.valStart]
@@ -168,7 +199,6 @@ func (d *Decoder) FinishTxn(rec *record.Record, txn *record.Txn) error {
 	}
 	rec.Value = d.value // nil for a tombstone
 	if d.members > 0 {
-		d.values = append(d.values, '}')
 		rec.Value = d.values[d.valStart:len(d.values):len(d.values)]
 	}
 	rec.Headers = nil

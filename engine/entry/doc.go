@@ -21,20 +21,49 @@
 //   - null (a tombstone): no value field at all;
 //   - a JSON object that can be flattened: one field per top-level member,
 //     named by the member name and holding the member's raw JSON text
-//     exactly as it appeared (e.g. "x", 12.50, {"a": [1, 2]});
+//     exactly as it appeared (e.g. "x", 12.50, {"a": [1, 2]}), preceded by
+//     a __ws field when the object has whitespace outside member values;
 //   - anything else: __value holding the exact bytes.
 //
-// A value is flattened only when rebuilding it as
+// A value is flattened only when it is a valid JSON object (RFC 8259,
+// strict UTF-8) with 1 to 1000 members and unique member names that
+// contain no escape sequence and do not start with "__", and rebuilding it
+// as described next reproduces it exactly. So a flattened value is exactly
+// the fields whose names do not start with "__" (plus __ws), and an entry
+// with no such field and no __value is a tombstone. Flattening lets
+// Redis-side tooling see JSON documents as ordinary stream fields;
+// everything else is stored opaquely.
+//
+// Without __ws, the value is compact and rebuilds as
 //
 //	"{" + join(`"name":value`, ",") + "}"
 //
-// reproduces it exactly: it is a valid JSON object (RFC 8259, strict UTF-8)
-// with no whitespace outside member values, 1 to 1000 members, and unique
-// member names that contain no escape sequence and do not start with "__".
-// So a flattened value is exactly the fields whose names do not start with
-// "__", and an entry with no such field and no __value is a tombstone.
-// Flattening lets Redis-side tooling see JSON documents as ordinary stream
-// fields; everything else is stored opaquely.
+// With __ws, whitespace (only space, tab, LF and CR) surrounds the
+// structure; member values keep theirs inside their own text. The value
+// rebuilds as
+//
+//	L "{" N1 `"name1"` B1 ":" A1 value1 V1 "," N2 `"name2"` ... An valuen Vn "}" T
+//
+// where L is the run before "{", Ni the run before member i's name, Bi
+// the run between its name and ":", Ai the run between ":" and its value,
+// Vi the run after its value, and T the run after "}". The __ws value (the
+// marker) is one form byte, then the runs separated by "." (a byte that is
+// never whitespace). Its form is one of:
+//
+//	u A "." S "." F "." E "." T "." V "." B "." L
+//	g L "." N1 "." B1 "." A1 "." V1 "." N2 ... "." Vn "." T
+//
+// "u" (uniform) gives every member the same runs: Ai = A and Bi = B for
+// all i, N1 = F and Ni = S for i > 1, Vn = E and Vi = V for i < n. Runs
+// left off at the end are empty, so it holds 1 to 8 runs (S and V are
+// unused by a one-member object). Python's json.dumps defaults, as in
+// {"a": 1, "b": 2}, give "u" + " " + "." + " "; json.dumps(indent=2)
+// gives "u" + " " + "." + "\n  " + "." + "\n  " + "." + "\n".
+// "g" (general) lists every run, exactly 4n + 2 of them for n members.
+// Any other marker, a byte other than whitespace or "." after the form
+// byte, or the wrong number of runs is malformed. __ws comes right after
+// the headers, before the member fields, and is written only when some
+// run is not empty.
 //
 // A control record is a transaction's commit or abort marker, written by
 // the broker at its own offset with entry ID "<offset>-1": __ts (when it

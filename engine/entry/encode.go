@@ -80,6 +80,9 @@ func (e *Encoder) PrepareTxn(r *record.Record, txn []byte, control bool) int {
 	switch {
 	case e.flat:
 		pairs += len(e.f.members)
+		if len(e.f.marker) > 0 {
+			pairs++ // __ws
+		}
 	case r.Value != nil:
 		pairs++
 	}
@@ -129,6 +132,10 @@ func (e *Encoder) Append(w Writer) {
 	}
 	switch {
 	case e.flat:
+		if len(e.f.marker) > 0 {
+			w.String(fieldWS)
+			w.Bulk(e.f.marker)
+		}
 		for _, m := range e.f.members {
 			w.Bulk(r.Value[m.nameStart:m.nameEnd])
 			w.Bulk(r.Value[m.valStart:m.valEnd])

@@ -3,6 +3,7 @@ package entry
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"testing"
 	"unicode/utf8"
 
@@ -26,6 +27,8 @@ func FuzzRoundTrip(f *testing.F) {
 	f.Add([]byte{}, []byte{}, []byte{}, []byte{}, byte(noHeaders), int64(-1))
 	f.Add([]byte(nil), []byte("\x00\xff"), []byte("__header.x"), []byte(nil), byte(nullKey|nullHdrVal|twoHeaders), int64(-1<<63))
 	f.Add([]byte("k"), []byte("1"), []byte("h"), []byte("v"), byte(jsonWrapped), int64(0))
+	f.Add([]byte("k"), []byte("[1, 2]"), []byte("h"), []byte("v"), byte(jsonWrapped), int64(-2))
+	f.Add([]byte("k"), []byte(`{"x": 1} `), []byte("h"), []byte("v"), byte(jsonWrapped|transactional), int64(-1))
 	f.Add([]byte("k"), []byte(nil), []byte("h"), []byte("v"), byte(nullValue), int64(1<<63-1))
 	f.Add([]byte("k"), []byte(`{"a":1}`), []byte("h"), []byte("v"), byte(transactional), int64(42))
 	f.Add([]byte{0, 0, 0, 1}, []byte{0, 0, 0, 0, 0, 5}, []byte("h"), []byte("v"), byte(transactional|control|noHeaders), int64(7))
@@ -46,8 +49,14 @@ func FuzzRoundTrip(f *testing.F) {
 			hdrVal = []byte{}
 		}
 		r := record.Record{Timestamp: ts, Key: key, Value: value}
-		if nullFlags&jsonWrapped != 0 {
+		switch {
+		case nullFlags&jsonWrapped == 0:
+		case ts >= 0:
 			r.Value = append(append([]byte(`{"f":`), value...), `,"g":1}`...)
+		case ts%2 == 0: // whitespace as Python writes it: a uniform __ws
+			r.Value = append(append([]byte(`{"f": `), value...), `, "g": 1}`...)
+		default: // irregular whitespace: a general __ws
+			r.Value = append(append([]byte(" {\"f\" :\t"), value...), " ,\"g\":1\r\n}\n"...)
 		}
 		if nullFlags&nullKey != 0 {
 			r.Key = nil
@@ -88,6 +97,7 @@ func FuzzRoundTrip(f *testing.F) {
 		for i := 0; i < len(fields); i += 2 {
 			name := fields[i]
 			switch {
+			case string(name) == fieldWS:
 			case string(name) == fieldValue:
 				hasValue = true
 			case !bytes.HasPrefix(name, []byte("__")):
@@ -124,10 +134,13 @@ func FuzzFlatten(f *testing.F) {
 		`{"a":1,"b":"x","c":{"d": [1, 2]}}`, `{"a":1}`, `{}`, `{"a":1,"a":2}`, `{"a\n":1}`,
 		`{"__a":1}`, `[1]`, `1`, `{"a":1} `, `{"a":"\ud800"}`, "{\"a\":\"\xff\"}",
 		`{"a":[[[[[]]]]],"b":{"c":{"d":null}}}`, `{"a":-0.0e-0,"b":true,"c":false}`,
+		`{"a": 1, "b": [1, 2]}`, "{\n  \"a\": 1,\n  \"b\": {\n    \"c\": 2\n  }\n}\n", "\r\n{\t\"a\" :1 ,\"b\":2 }\r\n",
+		"{\u00a0\"a\": 1}", "{\"a\": 1}\f",
 	} {
 		f.Add([]byte(s))
 	}
 	var e Encoder
+	var d Decoder
 	f.Fuzz(func(t *testing.T, value []byte) {
 		r := record.Record{Value: value}
 		var c capture
@@ -142,27 +155,37 @@ func FuzzFlatten(f *testing.F) {
 				t.Fatalf("__value %q != %q", fields[1], value)
 			}
 		} else {
-			// Flattened: the decoder's rebuild must give the input back.
-			rebuilt := []byte{'{'}
+			// Flattened: doc.go's rebuild must give the input back.
 			for i := 0; i < len(fields); i += 2 {
-				if i > 0 {
-					rebuilt = append(rebuilt, ',')
-				}
-				if bytes.HasPrefix(fields[i], []byte("__")) {
+				if bytes.HasPrefix(fields[i], []byte("__")) && (i > 0 || string(fields[i]) != fieldWS) {
 					t.Fatalf("member name %q starts with __", fields[i])
 				}
-				rebuilt = append(rebuilt, '"')
-				rebuilt = append(rebuilt, fields[i]...)
-				rebuilt = append(rebuilt, '"', ':')
-				rebuilt = append(rebuilt, fields[i+1]...)
 			}
-			rebuilt = append(rebuilt, '}')
-			if !bytes.Equal(rebuilt, value) {
-				t.Fatalf("flattened %q rebuilds as %q", value, rebuilt)
+			rebuilt, err := refRebuild(fields)
+			if err != nil || !bytes.Equal(rebuilt, value) {
+				t.Fatalf("flattened %q rebuilds as %q, %v", value, rebuilt, err)
 			}
 			if !json.Valid(value) || !utf8.Valid(value) {
 				t.Fatalf("flattened invalid JSON %q", value)
 			}
+		}
+		// Whitespace outside strings never decides flattening: a valid
+		// document flattens exactly when its compact form does.
+		if json.Valid(value) && utf8.Valid(value) {
+			var compact bytes.Buffer
+			if err := json.Compact(&compact, value); err != nil {
+				t.Fatal(err)
+			}
+			var fl flattener
+			if flat := string(fields[0]) != fieldValue; fl.analyse(compact.Bytes()) != flat {
+				t.Fatalf("%q flattened %v, its compact form %q the opposite", value, flat, compact.Bytes())
+			}
+		}
+		// And the Decoder agrees, byte for byte.
+		d.Reset()
+		var back record.Record
+		if err := decode(&d, c.fields, &back); err != nil || !bytes.Equal(back.Value, value) {
+			t.Fatalf("decoded %q as %q, %v", value, back.Value, err)
 		}
 		// Differential check of the validator against encoding/json, which
 		// accepts invalid UTF-8 but is otherwise strict RFC 8259.
@@ -180,4 +203,53 @@ func FuzzFlatten(f *testing.F) {
 	})
 }
 
-func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+// FuzzDecodeFields feeds the Decoder arbitrary fields, __ws markers among
+// them: it must return a record or ErrMalformed, never panic, and a record
+// it returns must survive a round trip through the Encoder.
+func FuzzDecodeFields(f *testing.F) {
+	for _, s := range []string{
+		"__ts\x000\x00__ws\x00u . \x00a\x001\x00b\x002",
+		"__ts\x000\x00__ws\x00g\n. . . . .\n\x00a\x00[1, 2]",
+		"__ts\x000\x00__ws\x00g...\x00a\x001\x00b\x002",
+		"__ts\x000\x00__ws\x00u.........\x00a\x001",
+		"__ts\x000\x00a\x001\x00__ws\x00u ",
+		"__ts\x000\x00__ws\x00u \x00__value\x00x",
+		"__ts\x00-1\x00__key\x00k\x00__header.h\x00v\x00__ws\x00u .\n  .\n  .\n\x00a\x00\"x\"",
+	} {
+		f.Add([]byte(s))
+	}
+	var d Decoder
+	var e Encoder
+	f.Fuzz(func(t *testing.T, blob []byte) {
+		fields := bytes.Split(blob, []byte{0})
+		if len(fields)%2 != 0 {
+			fields = fields[:len(fields)-1]
+		}
+		d.Reset()
+		var rec record.Record
+		if err := decode(&d, fields, &rec); err != nil {
+			if !errors.Is(err, ErrMalformed) {
+				t.Fatalf("error %v is not ErrMalformed", err)
+			}
+			return
+		}
+		onlyMembers := true
+		for i := 4; i < len(fields); i += 2 {
+			onlyMembers = onlyMembers && !bytes.HasPrefix(fields[i], []byte("__"))
+		}
+		if len(fields) >= 6 && string(fields[2]) == fieldWS && onlyMembers {
+			// __ts, __ws, members: doc.go's grammar agrees.
+			if ref, err := refRebuild(fields[2:]); err != nil || !bytes.Equal(ref, rec.Value) {
+				t.Fatalf("decoded %q, doc.go's grammar %q, %v", rec.Value, ref, err)
+			}
+		}
+		var back record.Record
+		var d2 Decoder
+		if err := decode(&d2, encode(t, &e, &rec), &back); err != nil {
+			t.Fatal(err)
+		}
+		if err := sameRecord(&rec, &back); err != nil {
+			t.Fatal(err)
+		}
+	})
+}

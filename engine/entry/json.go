@@ -12,6 +12,7 @@ const maxMembers = 1000
 
 // member locates one top-level member of a flattenable object: the name
 // between its quotes is v[nameStart:nameEnd], its raw value v[valStart:valEnd].
+// Only whitespace and the structural bytes lie between them.
 type member struct {
 	nameStart, nameEnd, valStart, valEnd int
 }
@@ -22,52 +23,123 @@ type flattener struct {
 	members []member
 	order   []int32  // member indexes, sorted by name for the uniqueness check
 	stack   []uint64 // container kinds while validating nested values: 1 bit per level, set = object
+	marker  []byte   // the __ws marker of the value analysed last, empty when compact
+	tmp     []byte   // rebuilt pieces while checking a marker
+	lay     layout   // the marker parsed back, as the decoder will
 }
 
-// analyse reports whether v can be flattened, leaving its members in f.members.
+// analyse reports whether v can be flattened, leaving its members in
+// f.members and, when v has whitespace outside member values, its layout
+// marker in f.marker.
 func (f *flattener) analyse(v []byte) bool {
-	f.members = f.members[:0]
+	f.members, f.marker = f.members[:0], f.marker[:0]
+	if cap(f.marker) > maxKeptScratch {
+		f.marker = nil
+	}
 	// Cheap reject first: most non-JSON values fail here.
-	if len(v) < 2 || v[0] != '{' || v[len(v)-1] != '}' {
+	if len(v) < 2 || v[0] != '{' && !isSpace(v[0]) || v[len(v)-1] != '}' && !isSpace(v[len(v)-1]) {
 		return false
 	}
-	i := 1
+	open := skipSpace(v, 0)
+	if open == len(v) || v[open] != '{' {
+		return false
+	}
+	spaced := open != 0
+	prev := open
 	for {
 		if len(f.members) == maxMembers {
 			return false
 		}
-		end, escaped := scanString(v, i)
+		nameAt := skipSpace(v, prev+1)
+		end, escaped := scanString(v, nameAt)
 		if end < 0 || escaped {
 			return false
 		}
-		m := member{nameStart: i + 1, nameEnd: end - 1, valStart: end + 1}
+		m := member{nameStart: nameAt + 1, nameEnd: end - 1}
 		if m.nameEnd-m.nameStart >= 2 && v[m.nameStart] == '_' && v[m.nameStart+1] == '_' {
 			return false
 		}
-		if end >= len(v) || v[end] != ':' {
+		colon := skipSpace(v, end)
+		if colon == len(v) || v[colon] != ':' {
 			return false
 		}
-		// value rejects leading whitespace, and the check below trailing
-		// whitespace, so no whitespace survives outside member values.
-		m.valEnd = f.value(v, m.valStart)
-		if m.valEnd < 0 || m.valEnd >= len(v) {
+		m.valStart = skipSpace(v, colon+1)
+		if m.valEnd = f.value(v, m.valStart); m.valEnd < 0 {
 			return false
 		}
+		delim := skipSpace(v, m.valEnd)
+		if delim == len(v) {
+			return false
+		}
+		spaced = spaced || nameAt != prev+1 || colon != end || m.valStart != colon+1 || delim != m.valEnd
 		f.members = append(f.members, m)
-		switch v[m.valEnd] {
+		switch v[delim] {
 		case ',':
-			i = m.valEnd + 1
+			prev = delim
 			continue
 		case '}':
-			if m.valEnd != len(v)-1 {
+			if skipSpace(v, delim+1) != len(v) {
 				return false
 			}
+			spaced = spaced || delim != len(v)-1
 		default:
 			return false
 		}
 		break
 	}
-	return f.unique(v) && rebuilds(v, f.members)
+	if !f.unique(v) {
+		return false
+	}
+	if !spaced {
+		return rebuilds(v, f.members)
+	}
+	f.marker = appendMarker(f.marker, v, f.members)
+	return f.lay.parse(f.marker) && f.rebuildsWS(v, &f.lay)
+}
+
+// rebuildsWS is rebuilds for a value with a layout marker: it rebuilds the
+// pieces between names and values with the decoder's own code and checks
+// that they, and the names and values between them, land where they are
+// in v. Names and values are slices of v, so landing at their own
+// position is the same as matching byte for byte.
+func (f *flattener) rebuildsWS(v []byte, l *layout) bool {
+	if cap(f.tmp) > maxKeptScratch {
+		f.tmp = nil
+	}
+	p := 0
+	eat := func(b []byte) bool {
+		if len(v)-p < len(b) || !sameRun(v[p:p+len(b)], b) {
+			return false
+		}
+		p += len(b)
+		return true
+	}
+	var ok bool
+	uniform := l.set && !l.general
+	for i, m := range f.members {
+		// A uniform layout's repeated pieces are what appendOpen and
+		// appendColon append; compare them in place.
+		if uniform && i > 0 {
+			ok = eat(l.comma)
+		} else if f.tmp, ok = l.appendOpen(f.tmp[:0], i); ok {
+			ok = eat(f.tmp)
+		}
+		if !ok || p != m.nameStart {
+			return false
+		}
+		p = m.nameEnd
+		if uniform {
+			ok = eat(l.colon)
+		} else if f.tmp, ok = l.appendColon(f.tmp[:0], i); ok {
+			ok = eat(f.tmp)
+		}
+		if !ok || p != m.valStart {
+			return false
+		}
+		p = m.valEnd
+	}
+	f.tmp, ok = l.appendClose(f.tmp[:0], len(f.members))
+	return ok && eat(f.tmp) && p == len(v)
 }
 
 // unique reports whether the member names are pairwise distinct.
@@ -333,11 +405,14 @@ func skipDigits(v []byte, i int) int {
 }
 
 func skipSpace(v []byte, i int) int {
-	for i < len(v) && (v[i] == ' ' || v[i] == '\t' || v[i] == '\n' || v[i] == '\r') {
+	for i < len(v) && isSpace(v[i]) {
 		i++
 	}
 	return i
 }
+
+// isSpace reports whether c is JSON whitespace.
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
 // literal matches lit at v[i] and returns the index just past it, or -1.
 func literal(v []byte, i int, lit string) int {
