@@ -217,7 +217,7 @@
     if (mw) {
       mb.className = "banner " + (mw.level === "critical" ? "error" : "warn");
       mb.dataset.level = mw.level;
-      mb.textContent = (mw.level === "critical" ? "⛔ " : "⚠ ") + mw.message;
+      mb.textContent = "⚠ " + mw.message;
     }
   }
 
