@@ -91,17 +91,24 @@ func TestMemorySampler(t *testing.T) {
 			}
 		}
 	}()
-	tm = waitMemory(t, e, "an ingest rate and a projection", func(tm engine.TopicMemory) bool {
-		return tm.RecordsPerSecond > 0 && tm.HotRetentionKnown
-	})
-	close(stop)
-	wg.Wait()
-	st = e.MemoryStatus()
-	if tm.IngestBytesPerSecond <= 0 || st.IngestBytesPerSecond < tm.IngestBytesPerSecond {
-		t.Fatalf("ingest %.0f B/s, total %.0f B/s", tm.IngestBytesPerSecond, st.IngestBytesPerSecond)
+	halt := sync.OnceFunc(func() { close(stop); wg.Wait() })
+	defer halt()
+	// One view: the topic's figures and the totals of the same sample.
+	deadline := time.Now().Add(10 * time.Second)
+	for st = e.MemoryStatus(); st.Topics["rnd"].RecordsPerSecond <= 0; st = e.MemoryStatus() {
+		if time.Now().After(deadline) {
+			t.Fatalf("no ingest rate while appending: %+v", st)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
-	want, _ := engine.ProjectHotRetention(tm.HotSpan, 0, st.MaxMemory-st.UsedMemory, st.IngestBytesPerSecond)
-	if tm.HotRetention != want || tm.HotRetention <= tm.HotSpan {
+	halt()
+	tm = st.Topics["rnd"]
+	if tm.IngestBytesPerSecond <= 0 || st.IngestBytesPerSecond < tm.IngestBytesPerSecond || tm.HotBound != 7*24*time.Hour || !tm.HotRetentionKnown {
+		t.Fatalf("ingest %.0f B/s, total %.0f B/s, bound %v, %+v", tm.IngestBytesPerSecond, st.IngestBytesPerSecond, tm.HotBound, tm)
+	}
+	want, _ := engine.ProjectHotRetention(tm.HotSpan, tm.HotBound, st.MaxMemory-st.UsedMemory, st.IngestBytesPerSecond)
+	// 256 MiB of maxmemory fill long before a week at this rate.
+	if tm.HotRetention != want || tm.HotRetention < tm.HotSpan || tm.HotRetention >= tm.HotBound {
 		t.Fatalf("hot retention %v, span %v, want %v", tm.HotRetention, tm.HotSpan, want)
 	}
 }
