@@ -134,6 +134,9 @@ type Config struct {
 		// append (WAIT), Kafka's min.insync.replicas mapped to Redis.
 		WaitReplicas int      `toml:"wait_replicas"`
 		WaitTimeout  duration `toml:"wait_timeout"`
+		// How often the memory sampler measures what each topic takes in
+		// Redis (engine/memory.go); "0s" turns it off.
+		MemorySampleInterval duration `toml:"memory_sample_interval"`
 		// rediss:// URLs: how korvet checks Redis and proves itself.
 		TLSCAFile             string `toml:"tls_ca_file"`
 		TLSCertFile           string `toml:"tls_cert_file"`
@@ -230,6 +233,7 @@ func defaultConfig() Config {
 	c.Redis.Timeout.Duration = 10 * time.Second
 	c.Redis.Seeds = []string{}
 	c.Redis.WaitTimeout.Duration = time.Second
+	c.Redis.MemorySampleInterval.Duration = time.Minute
 	c.ShutdownGrace.Duration = 10 * time.Second
 	c.Cold.Namespace = "korvet"
 	c.Cold.Region = "us-east-1"
@@ -627,6 +631,9 @@ func (c *Config) checkRedisCluster(bad func(toml.Key, string, ...any) error) err
 	}
 	if d := c.Redis.WaitTimeout.Duration; d < time.Millisecond || d > time.Minute {
 		return bad(toml.Key{"redis", "wait_timeout"}, "must be 1ms to 1m")
+	}
+	if d := c.Redis.MemorySampleInterval.Duration; d != 0 && (d < time.Second || d > 24*time.Hour) {
+		return bad(toml.Key{"redis", "memory_sample_interval"}, "must be 0s (off) or 1s to 24h")
 	}
 	return nil
 }

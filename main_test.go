@@ -222,6 +222,7 @@ func TestLoadConfigErrors(t *testing.T) {
 		{name: "seed without port", text: "[redis]\ncluster = true\nseeds = [\"redis-a\"]\n", line: 3, want: []string{"redis.seeds", "redis-a"}},
 		{name: "wait_replicas", text: "[redis]\nwait_replicas = 17\n", line: 2, want: []string{"redis.wait_replicas"}},
 		{name: "wait_timeout", text: "[redis]\nwait_timeout = \"0s\"\n", line: 2, want: []string{"redis.wait_timeout"}},
+		{name: "memory_sample_interval", text: "[redis]\nmemory_sample_interval = \"100ms\"\n", line: 2, want: []string{"redis.memory_sample_interval", "1s to 24h"}},
 		{name: "tls without rediss", text: "[redis]\ntls_ca_file = \"/etc/ssl/ca.pem\"\n", line: 2, want: []string{"redis.tls_ca_file", "rediss://"}},
 		{name: "tls cert without key", text: "[redis]\nurl = \"rediss://127.0.0.1:6380/0\"\ntls_cert_file = \"/nonexistent/c.pem\"\n", line: 3, want: []string{"redis.tls_cert_file", "tls_key_file"}},
 		{name: "tls ca missing", text: "[redis]\nurl = \"rediss://127.0.0.1:6380/0\"\ntls_ca_file = \"/nonexistent/ca.pem\"\n", line: 3, want: []string{"redis.tls_ca_file", "/nonexistent/ca.pem"}},

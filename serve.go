@@ -191,7 +191,9 @@ func engineOptions(cfg Config, store *cold.Store, log *slog.Logger) engine.Optio
 		TopicDefaults:     cfg.topicDefaults,
 		Cold:              store,
 		TieringInterval:   cfg.Cold.ArchiveInterval.Duration,
-		Index:             engine.IndexOptions{Dir: indexDir(cfg)},
+		// The engine reads 0 as its default; "0s" in the file means off.
+		MemorySampleInterval: cmp.Or(cfg.Redis.MemorySampleInterval.Duration, -1),
+		Index:                engine.IndexOptions{Dir: indexDir(cfg)},
 		// The engine reads 0 as its default; "0s" in the file means none.
 		GroupInitialRebalanceDelay: cmp.Or(cfg.Kafka.GroupInitialRebalanceDelay.Duration, -1),
 		GroupCleanupInterval:       cfg.Kafka.GroupCleanupInterval.Duration,

@@ -20,6 +20,8 @@ import (
 	"github.com/prometheus/common/model"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/korvet/korvet/resp"
 )
 
 // TestStatusPage runs the real binary with topics, records, a committed
@@ -431,4 +433,95 @@ func runChromium(t *testing.T, bin string, args ...string) string {
 		t.Fatalf("chromium %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
 	}
 	return stdout.String()
+}
+
+// TestStatusPageMemory: the topics table shows what a topic takes in
+// Redis per record and how long Redis holds it, and the page shows a
+// banner when Redis nears its maxmemory (stronger from 95%).
+func TestStatusPageMemory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary and a browser")
+	}
+	chromium := findChromium(t)
+	p := startKorvet(t, `redis.memory_sample_interval = "1s"`)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(p.kafkaAddr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	if _, err := adm.CreateTopic(ctx, 1, 1, map[string]*string{"retention.ms": ptr("259200000")}, "sensors"); err != nil {
+		t.Fatalf("create topic: %v", err)
+	}
+	var recs []*kgo.Record
+	for i := range 2000 {
+		recs = append(recs, &kgo.Record{Topic: "sensors", Value: fmt.Appendf(nil, `{"sensor": "s-%d", "temp": %d.5, "unit": "C"}`, i%50, i%40)})
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatalf("produce: %v", err)
+	}
+	hc := &http.Client{Timeout: 5 * time.Second}
+	var topics []struct {
+		Name         string   `json:"name"`
+		PerRecord    *float64 `json:"redis_bytes_per_record"`
+		HotRetention *float64 `json:"hot_retention_seconds"`
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		code, body, err := httpGet(hc, p.httpBase+"/api/v1/topics")
+		if err == nil && code == http.StatusOK && json.Unmarshal(body, &topics) == nil &&
+			len(topics) == 1 && topics[0].PerRecord != nil && topics[0].HotRetention != nil && *topics[0].HotRetention == 259200 {
+			break // nothing arrives any more: Redis holds the 3 days of retention.ms
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no memory figures for sensors projecting its 3 days: %d %s %v", code, body, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	rc, err := resp.New(p.redis.URL, resp.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	setMax := func(pct int64) {
+		t.Helper()
+		used := redisMemory(t, rc, "used_memory")
+		if rep, err := rc.Do(ctx, "CONFIG", "SET", "maxmemory", used*100/pct); err != nil || rep.Err() != nil {
+			t.Fatalf("CONFIG SET maxmemory: %v %v", err, rep.Err())
+		}
+	}
+	dom := runChromium(t, chromium, "--dump-dom", p.httpBase+"/")
+	for _, want := range []string{`data-topic="sensors"`, "B/record", "the record", "~3.0 days in Redis"} {
+		if !strings.Contains(dom, want) {
+			t.Errorf("page DOM lacks %q", want)
+		}
+	}
+	if strings.Contains(dom, "of its maxmemory") {
+		t.Errorf("memory banner without maxmemory")
+	}
+	setMax(87)
+	dom = runChromium(t, chromium, "--dump-dom", p.httpBase+"/")
+	for _, want := range []string{`data-level="warn"`, "of its maxmemory", "raise maxmemory", "shorten local.retention.ms", "enable the cold tier", "korvet.storage.compression=zstd"} {
+		if !strings.Contains(dom, want) {
+			t.Errorf("page DOM at ~87%% of maxmemory lacks %q", want)
+		}
+	}
+	setMax(98)
+	dom = runChromium(t, chromium, "--dump-dom", p.httpBase+"/")
+	for _, want := range []string{`class="banner error"`, `data-level="critical"`, "Redis is nearly full"} {
+		if !strings.Contains(dom, want) {
+			t.Errorf("page DOM at ~98%% of maxmemory lacks %q", want)
+		}
+	}
+	out := filepath.Join(artifactDir(t), "status-page-memory.png")
+	runChromium(t, chromium, "--screenshot="+out, "--window-size=1280,900", "--hide-scrollbars", p.httpBase+"/")
+	t.Logf("screenshot: %s", out)
+	if t.Failed() {
+		t.Logf("DOM:\n%s", dom)
+	}
+	if _, err := rc.Do(ctx, "CONFIG", "SET", "maxmemory", "0"); err != nil {
+		t.Fatal(err)
+	}
 }

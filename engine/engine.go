@@ -50,6 +50,10 @@ type Options struct {
 	Index IndexOptions
 	// RetentionInterval is how often retention is checked. Default 5s.
 	RetentionInterval time.Duration
+	// MemorySampleInterval is how often the memory sampler (memory.go)
+	// measures what the partitions this broker leads take in Redis.
+	// Default DefaultMemorySampleInterval; negative turns it off.
+	MemorySampleInterval time.Duration
 	// TxnResolveInterval is how often a leader checks its partitions'
 	// open transactions against the coordinator's state (see
 	// resolveTxns). Default DefaultTxnResolveInterval.
@@ -125,6 +129,7 @@ type Engine struct {
 	stopBg context.CancelFunc
 
 	tier tiering
+	mem  memSampler
 	wg   sync.WaitGroup
 
 	// flushers tracks the partitions' flush loops, so that Close can wait
@@ -159,6 +164,9 @@ func Open(ctx context.Context, rc *resp.Client, opts Options) (*Engine, error) {
 	}
 	if opts.TxnResolveInterval <= 0 {
 		opts.TxnResolveInterval = DefaultTxnResolveInterval
+	}
+	if opts.MemorySampleInterval == 0 {
+		opts.MemorySampleInterval = DefaultMemorySampleInterval
 	}
 	if opts.RetentionInterval <= 0 {
 		opts.RetentionInterval = 5 * time.Second
@@ -263,6 +271,10 @@ func Open(ctx context.Context, rc *resp.Client, opts Options) (*Engine, error) {
 	e.wg.Add(2)
 	go e.retentionLoop()
 	go e.txnResolveLoop()
+	if opts.MemorySampleInterval > 0 {
+		e.wg.Add(1)
+		go e.memoryLoop()
+	}
 	if opts.Cold != nil {
 		e.tier.wake = make(chan struct{}, 1)
 		e.wg.Add(1)

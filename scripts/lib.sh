@@ -200,7 +200,8 @@ registry_toml() {
 # start_korvet BIN DIR REDIS_PORT: writes DIR/korvet.toml (data_dir
 # DIR/data, Kafka and HTTP on free 127.0.0.1 ports) and starts korvet,
 # logging to DIR/korvet.log, retrying on other ports if one is taken
-# meanwhile. Sets KAFKA_PORT, HTTP_PORT and KORVET_PID.
+# meanwhile. Sets KAFKA_PORT, HTTP_PORT and KORVET_PID. KORVET_REDIS_TOML,
+# when set, holds more lines for the [redis] table.
 start_korvet() {
 	local bin=$1 dir=$2 redis_port=$3 try
 	mkdir -p "$dir"
@@ -222,6 +223,7 @@ $(registry_toml)
 
 [redis]
 url = "redis://127.0.0.1:$redis_port/0"
+${KORVET_REDIS_TOML:-}
 EOF
 		"$bin" serve --config "$dir/korvet.toml" </dev/null >"$dir/korvet.log" 2>&1 &
 		KORVET_PID=$!

@@ -27,6 +27,9 @@ type statusJSON struct {
 	Index    *indexJSON            `json:"index"`             // null: korvet runs without a KV index
 	Tiering  *engine.TieringStatus `json:"tiering,omitempty"` // absent: no cold tier
 	Warnings []string              `json:"warnings"`
+	// Memory is the banner about Redis filling up; null while below 80%
+	// of maxmemory (or without maxmemory).
+	Memory *memoryWarningJSON `json:"memory_warning"`
 	// Viewer is who asked: what the page shows depends on it.
 	Viewer viewerJSON `json:"viewer"`
 }
@@ -150,6 +153,7 @@ func (s *server) status(ctx context.Context, r *http.Request) statusJSON {
 			RoundTripMillis:   float64(info.RoundTrip.Microseconds()) / 1000,
 		}
 		st.Warnings = append(st.Warnings, redisWarnings(info)...)
+		st.Memory = memoryWarning(info.UsedMemory, info.MaxMemory)
 	}
 	if rs, err := s.eng.RedisStatus(ctx); err == nil {
 		st.Warnings = append(st.Warnings, clusterWarnings(rs)...)
@@ -225,22 +229,75 @@ func redisWarnings(info engine.RedisInfo) []string {
 	if p := info.MaxMemoryPolicy; p != "" && p != "noeviction" {
 		w = append(w, fmt.Sprintf("Redis maxmemory-policy is %s: when memory runs out Redis may evict korvet's streams. Use noeviction.", p))
 	}
-	if info.MaxMemory > 0 && info.UsedMemory > info.MaxMemory/10*9 {
-		w = append(w, fmt.Sprintf("Redis uses %d%% of its maxmemory: when it is full Redis refuses writes and produce fails (KAFKA_STORAGE_ERROR, retried by clients) until there is room. Raise maxmemory or lower retention.", info.UsedMemory*100/info.MaxMemory))
-	}
 	if !info.RDBLastBgsaveOK && info.Raw["rdb_last_bgsave_status"] != "" {
 		w = append(w, "Redis failed its last RDB snapshot: check its disk.")
 	}
 	return w
 }
 
+// memoryWarningJSON is the status page's banner about Redis's memory.
+type memoryWarningJSON struct {
+	Level      string `json:"level"` // "warn" from 80% of maxmemory, "critical" from 95%
+	Percent    int64  `json:"percent"`
+	UsedMemory int64  `json:"used_memory"`
+	MaxMemory  int64  `json:"maxmemory"`
+	Message    string `json:"message"`
+}
+
+// memoryWarning warns from 80% of maxmemory on, more strongly from 95%:
+// at 100% Redis refuses writes (noeviction) and every produce fails.
+func memoryWarning(used, maxmem int64) *memoryWarningJSON {
+	if maxmem <= 0 || used*100 < maxmem*80 {
+		return nil
+	}
+	pct := used * 100 / maxmem
+	w := &memoryWarningJSON{Level: "warn", Percent: pct, UsedMemory: used, MaxMemory: maxmem}
+	lead := fmt.Sprintf("Redis uses %d%% of its maxmemory (%s of %s).", pct, fmtBytes(used), fmtBytes(maxmem))
+	if pct >= 95 {
+		w.Level = "critical"
+		lead = fmt.Sprintf("Redis is nearly full: %d%% of its maxmemory (%s of %s).", pct, fmtBytes(used), fmtBytes(maxmem))
+	}
+	w.Message = lead + " When it is full Redis refuses writes and every produce fails (KAFKA_STORAGE_ERROR, retried by clients) until there is room." +
+		" Make room: raise maxmemory in redis.conf, shorten local.retention.ms (or retention.ms) of the biggest topics, enable the cold tier (remote.storage.enable=true) so archived segments leave Redis, or set korvet.storage.compression=zstd on JSON topics."
+	return w
+}
+
+// fmtBytes writes n in binary units for messages.
+func fmtBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	f, u := float64(n)/unit, 0
+	for f >= unit && u < 4 {
+		f /= unit
+		u++
+	}
+	return fmt.Sprintf("%.1f %ciB", f, "KMGTP"[u])
+}
+
 type topicJSON struct {
-	Name       string                `json:"name"`
-	ID         string                `json:"id"`
-	Records    int64                 `json:"records"`
-	Bytes      int64                 `json:"bytes"`
-	Partitions []partitionJSON       `json:"partitions"`
-	Configs    map[string]configJSON `json:"configs"`
+	Name    string `json:"name"`
+	ID      string `json:"id"`
+	Records int64  `json:"records"`
+	Bytes   int64  `json:"bytes"`
+	// What the topic takes in Redis, from the memory sampler (the
+	// partitions this broker leads); null before its first sample.
+	// RedisBytes is MEMORY USAGE of its streams and partition keys;
+	// RecordBytesPerRecord the records' own size (key, value, headers,
+	// before flattening or compression); HotRetentionSeconds how much
+	// time of the topic Redis holds at the current rates (README, "Redis
+	// memory per topic"), null when nothing bounds it.
+	RedisBytes           *int64                `json:"redis_bytes"`
+	RedisBytesPerRecord  *float64              `json:"redis_bytes_per_record"`
+	RecordBytesPerRecord *float64              `json:"record_bytes_per_record"`
+	RedisIngestPerSecond *float64              `json:"redis_ingest_bytes_per_second"`
+	HotSpanSeconds       *float64              `json:"hot_span_seconds"`
+	HotRetentionSeconds  *float64              `json:"hot_retention_seconds"`
+	RedisPartitions      int                   `json:"redis_partitions_measured"`
+	RedisSampledAt       *time.Time            `json:"redis_sampled_at"`
+	Partitions           []partitionJSON       `json:"partitions"`
+	Configs              map[string]configJSON `json:"configs"`
 }
 
 type partitionJSON struct {
@@ -265,11 +322,16 @@ var shownConfigs = []string{"cleanup.policy", "retention.ms", "retention.bytes",
 func (s *server) apiTopics(w http.ResponseWriter, r *http.Request) {
 	ts := s.eng.UserTopics()
 	out := make([]topicJSON, 0, len(ts))
+	mem := s.eng.MemoryStatus()
 	for _, t := range ts {
 		if !s.mayTopic(r, auth.OpDescribe, t.Name()) {
 			continue
 		}
-		out = append(out, topicView(t))
+		tj := topicView(t)
+		if tm, ok := mem.Topics[t.Name()]; ok {
+			addMemory(&tj, tm)
+		}
+		out = append(out, tj)
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -293,6 +355,24 @@ func topicView(t *engine.Topic) topicJSON {
 		tj.Configs[name] = configJSON{Value: v, Source: sourceName(src)}
 	}
 	return tj
+}
+
+// addMemory fills in the sampler's figures of a topic.
+func addMemory(tj *topicJSON, tm engine.TopicMemory) {
+	ptr := func(v float64) *float64 { return &v }
+	tj.RedisBytes = &tm.RedisBytes
+	tj.RedisPartitions = tm.Partitions
+	at := tm.At
+	tj.RedisSampledAt = &at
+	if tm.Entries > 0 {
+		tj.RedisBytesPerRecord = ptr(tm.BytesPerRecord)
+		tj.RecordBytesPerRecord = ptr(tm.RecordBytesPerRecord)
+	}
+	tj.RedisIngestPerSecond = ptr(tm.IngestBytesPerSecond)
+	tj.HotSpanSeconds = ptr(tm.HotSpan.Seconds())
+	if tm.HotRetentionKnown {
+		tj.HotRetentionSeconds = ptr(tm.HotRetention.Seconds())
+	}
 }
 
 func sourceName(s engine.ConfigSource) string {

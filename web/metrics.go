@@ -53,6 +53,11 @@ var (
 	descEpoch      = desc("korvet_partition_leader_epoch", "The partition's leader epoch as this broker last saw it.", "topic", "partition")
 	descMoves      = desc("korvet_leadership_moves_total", "Partition leadership moves (in the whole cluster) this broker has heard of since it started.")
 	descCoord      = desc("korvet_groups_coordinated", "Stored consumer and share groups this broker coordinates.")
+	// From the memory sampler (partitions this broker leads).
+	descTopicRedis  = desc("korvet_topic_redis_bytes", "What the topic's partitions led by this broker take in Redis (MEMORY USAGE, sampled).", "topic")
+	descTopicPerRec = desc("korvet_topic_redis_bytes_per_record", "Redis bytes per record of the topic, sampled.", "topic")
+	descTopicIngest = desc("korvet_topic_redis_ingest_bytes_per_second", "Rate the topic adds to Redis's memory, between the last two samples.", "topic")
+	descTopicHot    = desc("korvet_topic_hot_retention_seconds", "How much time of the topic Redis holds at the current rates (absent when nothing bounds it).", "topic")
 )
 
 func desc(name, help string, labels ...string) *prometheus.Desc {
@@ -69,7 +74,7 @@ func (c *engineCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descBuild, descStart, descConns, descTopics, descHW, descLogStart, descPartBytes,
 		descGroupLag, descGroupMemb, descRedisUp, descRedisRTT, descRedisMem, descRedisMax, descRedisAOF,
 		descIndexOpen, descIndexKeys, descIndexSize, descIndexLag, descTierBack, descTierBytes, descTierErrors,
-		descBrokers, descLed, descEpoch, descMoves, descCoord} {
+		descBrokers, descLed, descEpoch, descMoves, descCoord, descTopicRedis, descTopicPerRec, descTopicIngest, descTopicHot} {
 		ch <- d
 	}
 }
@@ -90,7 +95,18 @@ func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
 
 	topics := s.eng.UserTopics()
 	gauge(descTopics, float64(len(topics)))
+	mem := s.eng.MemoryStatus()
 	for _, t := range topics {
+		if tm, ok := mem.Topics[t.Name()]; ok {
+			gauge(descTopicRedis, float64(tm.RedisBytes), t.Name())
+			if tm.Entries > 0 {
+				gauge(descTopicPerRec, tm.BytesPerRecord, t.Name())
+			}
+			gauge(descTopicIngest, tm.IngestBytesPerSecond, t.Name())
+			if tm.HotRetentionKnown {
+				gauge(descTopicHot, tm.HotRetention.Seconds(), t.Name())
+			}
+		}
 		for _, p := range t.Partitions() {
 			part := strconv.Itoa(int(p.ID()))
 			gauge(descHW, float64(p.HighWatermark()), t.Name(), part)

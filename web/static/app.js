@@ -68,6 +68,15 @@
     return perSec >= 10 ? fmtInt(perSec) : perSec.toFixed(1);
   }
 
+  // fmtHot writes how long Redis holds a topic: "~N days in Redis".
+  function fmtHot(secs) {
+    const days = secs / 86400;
+    if (days >= 1) return "~" + (days >= 10 ? Math.round(days) : days.toFixed(1)) + " days in Redis";
+    const hours = secs / 3600;
+    if (hours >= 1) return "~" + hours.toFixed(1) + " hours in Redis";
+    return "~" + Math.max(1, Math.round(secs / 60)) + " minutes in Redis";
+  }
+
   function pill(text, kind) {
     return h("span", { class: "pill " + (kind || "") }, text);
   }
@@ -189,9 +198,10 @@
     if (!st.redis.reachable) {
       overall.className = "pill bad";
       overall.textContent = "Redis unreachable";
-    } else if (st.warnings.length) {
-      overall.className = "pill warn";
-      overall.textContent = st.warnings.length === 1 ? "1 warning" : st.warnings.length + " warnings";
+    } else if (st.warnings.length || st.memory_warning) {
+      const n = st.warnings.length + (st.memory_warning ? 1 : 0);
+      overall.className = "pill " + (st.memory_warning && st.memory_warning.level === "critical" ? "bad" : "warn");
+      overall.textContent = n === 1 ? "1 warning" : n + " warnings";
     } else {
       overall.className = "pill ok";
       overall.textContent = "All good";
@@ -201,6 +211,14 @@
     const ws = $("warnings");
     ws.replaceChildren(...st.warnings.map((w) => h("li", null, w)));
     ws.hidden = st.warnings.length === 0;
+    // Redis filling up gets its own banner: at 100% every produce fails.
+    const mb = $("memory-banner"), mw = st.memory_warning;
+    mb.hidden = !mw;
+    if (mw) {
+      mb.className = "banner " + (mw.level === "critical" ? "error" : "warn");
+      mb.dataset.level = mw.level;
+      mb.textContent = "⚠ " + mw.message;
+    }
   }
 
   function renderBroker(st) {
@@ -299,7 +317,7 @@
     $("topics-count").textContent = topics.length;
     const body = $("topics-body");
     if (topics.length === 0) {
-      body.replaceChildren(h("tr", null, h("td", { class: "empty", colSpan: 7 }, "No topics yet. Produce to one and it appears here.")));
+      body.replaceChildren(h("tr", null, h("td", { class: "empty", colSpan: 9 }, "No topics yet. Produce to one and it appears here.")));
       return;
     }
     body.replaceChildren(...topics.map((t) => {
@@ -312,9 +330,33 @@
         h("td", null, partLines(t.partitions, (p) => h("span", null, h("b", null, "p" + p.partition), fmtInt(p.log_start) + " → " + fmtInt(p.high_watermark)), 8)),
         h("td", { class: "num" }, fmtInt(t.records)),
         h("td", { class: "num", title: "appended over the topic's life" }, fmtBytes(t.bytes)),
+        redisCell(t),
+        hotCell(t),
         h("td", null, retention),
         h("td", null, c["cleanup.policy"].value));
     }));
+  }
+
+  // redisCell shows what a topic takes in Redis per record, next to the
+  // records' own size, from the last memory sample.
+  function redisCell(t) {
+    if (t.redis_bytes_per_record == null) {
+      return h("td", { class: "num muted", "data-field": "redis-per-record", title: "not sampled yet (redis.memory_sample_interval)" }, "—");
+    }
+    const per = t.redis_bytes_per_record, rec = t.record_bytes_per_record;
+    return h("td", { class: "num", "data-field": "redis-per-record", title: fmtBytes(t.redis_bytes) + " in Redis; sampled " + fmtAgo(new Date(t.redis_sampled_at)) },
+      fmtInt(Math.round(per)) + " B/record",
+      rec > 0 ? h("div", { class: "muted small" }, (per / rec).toFixed(2) + "× the record · " + fmtBytes(t.redis_bytes)) : null);
+  }
+
+  // hotCell projects how much time of the topic Redis holds at this rate.
+  function hotCell(t) {
+    if (t.hot_retention_seconds == null) {
+      const why = t.redis_bytes == null ? "not sampled yet" : "not growing, and no retention or memory limit bounds it";
+      return h("td", { class: "muted", "data-field": "hot-retention", title: why }, "—");
+    }
+    return h("td", { "data-field": "hot-retention", title: "Redis holds ~" + fmtDuration(t.hot_retention_seconds) + " of " + t.name + " at this rate (holds " + fmtDuration(t.hot_span_seconds || 0) + " now)" },
+      fmtHot(t.hot_retention_seconds));
   }
 
   // renderBrokers shows every live broker on this Redis; "this one" is
