@@ -17,6 +17,12 @@ var ErrMalformed = errors.New("malformed stream entry")
 // overwritten. Rebuilt flattened values are not re-validated: entries
 // written by the Encoder rebuild exactly, and checking would cost every read.
 type Decoder struct {
+	// Dicts provides the zstd dictionaries of compressed values; MaxValue,
+	// when positive, lowers the largest content size a compressed value
+	// may declare below MaxDecompressed. The caller sets them per topic.
+	Dicts    Dicts
+	MaxValue int
+
 	values  []byte          // arena for rebuilt flattened values
 	headers []record.Header // arena for header slices
 
@@ -108,6 +114,8 @@ func (d *Decoder) Field(name, value []byte) {
 			return
 		}
 		d.value, d.hasValue = value, true
+	case hasPrefix(name, prefixZstd):
+		d.zstdField(name, value)
 	case hasPrefix(name, prefixHeader):
 		d.headers = append(d.headers, record.Header{Key: name[len(prefixHeader):], Value: value})
 	case hasPrefix(name, prefixNullValue):

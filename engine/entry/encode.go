@@ -41,6 +41,12 @@ type Encoder struct {
 	flat    bool
 	f       flattener
 	scratch []byte // the timestamp and the header field names of one Append
+
+	// Zstd, when set, stores values compressed (see the package comment);
+	// the caller sets it per topic before Prepare.
+	Zstd   *Compressor
+	packed bool   // the value goes compressed, in zbuf
+	zbuf   []byte // the compressed value of one Append
 }
 
 // Prepare analyses r and returns the number of field-value pairs Append will
@@ -76,8 +82,11 @@ func (e *Encoder) PrepareTxn(r *record.Record, txn []byte, control bool) int {
 	if cap(e.scratch) < need {
 		e.scratch = make([]byte, 0, need)
 	}
-	e.flat = r.Value != nil && !e.control && e.f.analyse(r.Value)
+	e.packed = e.Zstd != nil && r.Value != nil && !e.control && e.compress(r.Value)
+	e.flat = !e.packed && r.Value != nil && !e.control && e.f.analyse(r.Value)
 	switch {
+	case e.packed:
+		pairs++
 	case e.flat:
 		pairs += len(e.f.members)
 	case r.Value != nil:
@@ -128,6 +137,9 @@ func (e *Encoder) Append(w Writer) {
 		w.Bulk(h.Value)
 	}
 	switch {
+	case e.packed:
+		w.String(e.Zstd.field)
+		w.Bulk(e.zbuf)
 	case e.flat:
 		for _, m := range e.f.members {
 			w.Bulk(r.Value[m.nameStart:m.nameEnd])
@@ -139,6 +151,9 @@ func (e *Encoder) Append(w Writer) {
 	}
 	if cap(e.scratch) > maxKeptScratch {
 		e.scratch = nil
+	}
+	if cap(e.zbuf) > maxKeptScratch {
+		e.zbuf = nil
 	}
 }
 
