@@ -45,6 +45,7 @@ type topicZstd struct {
 	dicts *entry.DictCache
 	plain atomic.Pointer[entry.Compressor] // version 0, made once
 	cur   atomic.Pointer[entry.Compressor] // the newest version known
+	woke  atomic.Int64                      // unix ms the flush loop last woke the dictionary loop
 	train sync.Mutex                       // one training of the topic at a time
 }
 
@@ -73,6 +74,12 @@ func (t *Topic) compressor() *entry.Compressor {
 	if c := t.z.cur.Load(); c != nil {
 		return c
 	}
+	// No dictionary yet: let the loop look (at most once a second) so the
+	// first one comes as soon as enough values are in.
+	if now := time.Now().UnixMilli(); now-t.z.woke.Load() >= 1000 {
+		t.z.woke.Store(now)
+		t.e.wakeZstd()
+	}
 	if c := t.z.plain.Load(); c != nil {
 		return c
 	}
@@ -84,7 +91,6 @@ func (t *Topic) compressor() *entry.Compressor {
 	if !t.z.plain.CompareAndSwap(nil, c) {
 		return t.z.plain.Load() // another partition's flush loop made it first
 	}
-	t.e.wakeZstd()
 	return c
 }
 
@@ -172,7 +178,7 @@ func (t *Topic) trainDict(ctx context.Context, minSample int) (uint32, error) {
 	}
 	v := cur + 1
 	start := time.Now()
-	d, err := dict.BuildZstdDict(sample, dict.Options{MaxDictSize: zstdDictBytes, HashBytes: 6, ZstdDictID: v, ZstdLevel: zstdLevel})
+	d, err := dict.BuildZstdDict(sample, dict.Options{MaxDictSize: zstdDictBytes, HashBytes: 8, ZstdDictID: v, ZstdLevel: zstdLevel})
 	if err != nil {
 		return 0, fmt.Errorf("topic %q: train zstd dictionary from %d values: %w", t.name, len(sample), err)
 	}

@@ -41,7 +41,7 @@ func testDict(t testing.TB, version uint32) []byte {
 	for i := range 2000 {
 		sample = append(sample, sensorDoc(100000+i))
 	}
-	d, err := dict.BuildZstdDict(sample, dict.Options{MaxDictSize: 16 << 10, HashBytes: 6, ZstdDictID: version, ZstdLevel: zstd.SpeedFastest})
+	d, err := dict.BuildZstdDict(sample, dict.Options{MaxDictSize: 16 << 10, HashBytes: 8, ZstdDictID: version, ZstdLevel: zstd.SpeedFastest})
 	if err != nil {
 		t.Fatal(err)
 	}
