@@ -45,7 +45,7 @@ type topicZstd struct {
 	dicts *entry.DictCache
 	plain atomic.Pointer[entry.Compressor] // version 0, made once
 	cur   atomic.Pointer[entry.Compressor] // the newest version known
-	woke  atomic.Int64                      // unix ms the flush loop last woke the dictionary loop
+	woke  atomic.Int64                     // unix ms the flush loop last woke the dictionary loop
 	train sync.Mutex                       // one training of the topic at a time
 }
 
