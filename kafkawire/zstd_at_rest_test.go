@@ -2,9 +2,11 @@ package kafkawire_test
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -310,4 +312,134 @@ func TestZstdAtRestCold(t *testing.T) {
 	checkConsumed(t, recs, consumeN(t, b, "zcold", len(recs)))
 	b.restart()
 	checkConsumed(t, recs, consumeN(t, b, "zcold", len(recs)))
+}
+
+// BenchmarkProduceZstdAtRest compares the produce rate of 700-byte JSON
+// records (uncompressed on the wire, as most homelab producers send)
+// into a topic stored raw and one stored with zstd and a trained
+// dictionary, and reports Redis bytes per record of each.
+func BenchmarkProduceZstdAtRest(b *testing.B) {
+	br := startBroker(b, engine.Options{AutoCreateTopics: true})
+	cl := br.client(kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(5*time.Millisecond))
+	for _, mode := range []string{"none", "zstd"} {
+		topic := "bench-" + mode
+		cfg := map[string]*string{"korvet.storage.compression": &mode}
+		if _, err := br.admin().CreateTopic(ctxT(b, 10*time.Second), 1, 1, cfg, topic); err != nil {
+			b.Fatal(err)
+		}
+		if mode == "zstd" {
+			produceAll(b, cl, sensorRecords(topic, 1000000, 2000))
+			if _, err := br.eng.TrainZstdDict(ctxT(b, 30*time.Second), topic); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	recs := map[string][]*kgo.Record{}
+	for _, mode := range []string{"none", "zstd"} {
+		recs[mode] = sensorRecords("bench-"+mode, 0, 20000)
+		for _, r := range recs[mode] {
+			r.Headers = nil
+		}
+	}
+	for _, mode := range []string{"none", "zstd"} {
+		b.Run(mode, func(b *testing.B) {
+			n := 0
+			start := time.Now()
+			for b.Loop() {
+				rs := recs[mode]
+				var failed atomic.Value
+				for _, r := range rs {
+					c := *r
+					cl.Produce(context.Background(), &c, func(_ *kgo.Record, err error) {
+						if err != nil {
+							failed.Store(err)
+						}
+					})
+				}
+				if err := cl.Flush(ctxT(b, time.Minute)); err != nil {
+					b.Fatal(err)
+				}
+				if err, _ := failed.Load().(error); err != nil {
+					b.Fatal(err)
+				}
+				n += len(rs)
+			}
+			b.ReportMetric(float64(n)/time.Since(start).Seconds(), "records/s")
+		})
+	}
+}
+
+// TestZstdAtRestKcat: librdkafka (kcat) produces to and consumes from a
+// zstd topic, before and after its dictionary, byte for byte.
+func TestZstdAtRestKcat(t *testing.T) {
+	kcat := kcatPath(t)
+	b := startBroker(t, engine.Options{AutoCreateTopics: true})
+	createTopicWith(t, b, "kz", 1, map[string]string{"korvet.storage.compression": "zstd"})
+	var want []string
+	produce := func(first, n int, codec string) {
+		var in bytes.Buffer
+		for i := first; i < first+n; i++ {
+			line := fmt.Sprintf("sensor-%04d\t%s", i%500, sensorJSON(i))
+			want = append(want, line)
+			in.WriteString(line + "\n")
+		}
+		testbed.RunCmd(t, 60*time.Second, in.Bytes(), kcat, "-P", "-b", b.addr, "-t", "kz", "-K", "\t", "-z", codec)
+	}
+	produce(0, 300, "none")
+	if _, err := b.eng.TrainZstdDict(ctxT(t, 30*time.Second), "kz"); err != nil {
+		t.Fatal(err)
+	}
+	produce(300, 300, "lz4")
+	if f := valueForms(t, b, "kz", 300); f["__zstd.1"] != 300 {
+		t.Fatalf("kcat's records after the dictionary: value forms %v", f)
+	}
+	out := testbed.RunCmd(t, 60*time.Second, nil, kcat, "-C", "-b", b.addr, "-t", "kz", "-o", "beginning", "-e", "-f", "%k\t%s\n")
+	got := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	if len(got) != len(want) {
+		t.Fatalf("kcat consumed %d records, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("record %d: kcat read %q, want %q", i, got[i], want[i])
+		}
+	}
+}
+
+// TestZstdAtRestTwoBrokers: the dictionary one broker trains is read by
+// another from Redis: after the first leaves, the second serves the
+// first's compressed records exact and compresses new ones with it.
+func TestZstdAtRestTwoBrokers(t *testing.T) {
+	bs := startCluster(t, 2, engine.Options{}, map[string]int32{"zc": 1})
+	alterConfig(t, bs[0], "zc", "korvet.storage.compression", "zstd")
+	ls := settledLeaders(t, bs, "zc", 1)
+	leader, other := bs[ls[0][0]-1], bs[ls[0][0]%2]
+	testbed.WaitFor(t, 10*time.Second, "the config on both brokers", func() bool {
+		return leader.eng.Topic("zc").ConfigValue("korvet.storage.compression") == "zstd" &&
+			other.eng.Topic("zc").ConfigValue("korvet.storage.compression") == "zstd"
+	})
+	cl := leader.client(kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	recs := sensorRecords("zc", 0, 1200)
+	produceAll(t, cl, recs)
+	testbed.WaitFor(t, 30*time.Second, "the leader's trained dictionary", func() bool { return leader.eng.Topic("zc").ZstdDictVersion() == 1 })
+	more := sensorRecords("zc", 1200, 300)
+	produceAll(t, cl, more)
+	if f := valueForms(t, leader, "zc", 1200); f["__zstd.1"] != len(more) {
+		t.Fatalf("value forms %v, want %d in __zstd.1", f, len(more))
+	}
+	recs = append(recs, more...)
+	if v := other.eng.Topic("zc").ZstdDictVersion(); v != 0 {
+		t.Fatalf("the other broker uses dictionary %d before it leads", v)
+	}
+
+	leader.stop()
+	testbed.WaitFor(t, 30*time.Second, "the other broker leading", func() bool { return other.eng.Topic("zc").Partition(0).IsLeader() })
+	checkConsumed(t, recs, consumeN(t, other, "zc", len(recs)))
+	ocl := other.client(kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	produceAll(t, ocl, sensorRecords("zc", 1500, 10)) // its flush loop asks for the dictionary
+	testbed.WaitFor(t, 30*time.Second, "the dictionary on the other broker", func() bool { return other.eng.Topic("zc").ZstdDictVersion() == 1 })
+	last := sensorRecords("zc", 1510, 100)
+	produceAll(t, ocl, last)
+	if f := valueForms(t, other, "zc", 1510); f["__zstd.1"] != len(last) {
+		t.Fatalf("records the other broker wrote: value forms %v, want %d in __zstd.1", f, len(last))
+	}
 }
