@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/korvet/korvet/engine"
+	"github.com/korvet/korvet/engine/share"
 	"github.com/korvet/korvet/internal/testbed"
 	"github.com/korvet/korvet/internal/testbed/enginetest"
 )
@@ -441,5 +442,46 @@ func TestZstdAtRestTwoBrokers(t *testing.T) {
 	produceAll(t, ocl, last)
 	if f := valueForms(t, other, "zc", 1510); f["__zstd.1"] != len(last) {
 		t.Fatalf("records the other broker wrote: value forms %v, want %d in __zstd.1", f, len(last))
+	}
+}
+
+// TestZstdAtRestShare: a share group acquires compressed records (read by
+// its Lua script, decoded by the broker) byte for byte.
+func TestZstdAtRestShare(t *testing.T) {
+	b := startBroker(t, engine.Options{AutoCreateTopics: true})
+	createTopicWith(t, b, "zsh", 1, map[string]string{"korvet.storage.compression": "zstd"})
+	cl := b.client(kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	recs := sensorRecords("zsh", 0, 200)
+	produceAll(t, cl, recs[:100])
+	if _, err := b.eng.TrainZstdDict(ctxT(t, 30*time.Second), "zsh"); err != nil {
+		t.Fatal(err)
+	}
+	produceAll(t, cl, recs[100:])
+	if f := valueForms(t, b, "zsh", 100); f["__zstd.1"] != 100 {
+		t.Fatalf("value forms %v", f)
+	}
+	ctx := ctxT(t, 30*time.Second)
+	if err := b.eng.IncrementalAlterGroupConfigs(ctx, "sg", []engine.ConfigOp{{Name: "share.auto.offset.reset", Value: "earliest"}}, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.eng.ShareHeartbeat(ctx, share.HeartbeatRequest{Group: "sg", MemberID: "m", Topics: []string{"zsh"}}); err != nil {
+		t.Fatal(err)
+	}
+	var got int
+	for got < len(recs) {
+		sr, err := b.eng.ShareAcquire(ctx, "sg", "m", b.eng.Topic("zsh").Partition(0), 500, 1<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(sr.Records) == 0 {
+			t.Fatalf("share acquire: nothing after %d of %d records", got, len(recs))
+		}
+		for _, r := range sr.Records {
+			if want := recs[r.Offset]; !bytes.Equal(r.Value, want.Value) || !bytes.Equal(r.Key, want.Key) {
+				t.Fatalf("share-acquired record %d: key or value changed", r.Offset)
+			}
+			got++
+		}
+		sr.Release()
 	}
 }
