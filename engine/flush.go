@@ -220,6 +220,9 @@ func (tx *txBuffers) writeCmds(p *Partition, fl *flushRound, c roundWriter) {
 	for _, op := range fl.committed {
 		for i := range op.recs {
 			r := &op.recs[i]
+			if tx.enc.Zstd != nil && op.zc != nil {
+				tx.enc.UseFrame(op.zc, op.frames[i])
+			}
 			pairs := tx.enc.PrepareTxn(r, op.txnTag, op.marker != nil)
 			c.Array(3 + 2*pairs)
 			c.String("XADD")

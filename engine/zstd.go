@@ -94,6 +94,37 @@ func (t *Topic) compressor() *entry.Compressor {
 	return c
 }
 
+// compress compresses the append's values on the caller's goroutine, so
+// that the partition's flush loop, which runs one round at a time, only
+// writes them.
+func (pd *Pending) compress(c *entry.Compressor) {
+	if c == nil {
+		return
+	}
+	var arena []byte
+	ends := make([]int, len(pd.recs))
+	for i := range pd.recs {
+		ends[i] = -1
+		if v := pd.recs[i].Value; v != nil {
+			n := len(arena)
+			var ok bool
+			if arena, ok = c.Compress(arena, v); ok {
+				ends[i] = len(arena)
+			} else {
+				arena = arena[:n]
+			}
+		}
+	}
+	pd.zc, pd.frames = c, make([][]byte, len(pd.recs))
+	start := 0
+	for i, end := range ends {
+		if end >= 0 {
+			pd.frames[i] = arena[start:end:end]
+			start = end
+		}
+	}
+}
+
 // ZstdDictVersion returns the dictionary version new records of the
 // topic are compressed with on this broker (0: none yet).
 func (t *Topic) ZstdDictVersion() uint32 {

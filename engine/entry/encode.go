@@ -45,8 +45,13 @@ type Encoder struct {
 	// Zstd, when set, stores values compressed (see the package comment);
 	// the caller sets it per topic before Prepare.
 	Zstd   *Compressor
-	packed bool   // the value goes compressed, in zbuf
+	packed bool   // the value goes compressed: out, in field zfield
+	out    []byte
+	zfield string
 	zbuf   []byte // the compressed value of one Append
+
+	pre      *Compressor // UseFrame's, for the next Prepare
+	preFrame []byte
 }
 
 // Prepare analyses r and returns the number of field-value pairs Append will
@@ -83,6 +88,7 @@ func (e *Encoder) PrepareTxn(r *record.Record, txn []byte, control bool) int {
 		e.scratch = make([]byte, 0, need)
 	}
 	e.packed = e.Zstd != nil && r.Value != nil && !e.control && e.compress(r.Value)
+	e.pre, e.preFrame = nil, nil
 	e.flat = !e.packed && r.Value != nil && !e.control && e.f.analyse(r.Value)
 	switch {
 	case e.packed:
@@ -102,8 +108,8 @@ func (e *Encoder) Append(w Writer) {
 	if r == nil {
 		panic("entry: Append without Prepare")
 	}
-	txn := e.txn
-	e.rec, e.txn = nil, nil // do not pin the caller's buffers
+	txn, out := e.txn, e.out
+	e.rec, e.txn, e.out = nil, nil, nil // do not pin the caller's buffers
 
 	s := e.scratch[:0]
 	s = strconv.AppendInt(s, r.Timestamp, 10)
@@ -138,8 +144,8 @@ func (e *Encoder) Append(w Writer) {
 	}
 	switch {
 	case e.packed:
-		w.String(e.Zstd.field)
-		w.Bulk(e.zbuf)
+		w.String(e.zfield)
+		w.Bulk(out)
 	case e.flat:
 		for _, m := range e.f.members {
 			w.Bulk(r.Value[m.nameStart:m.nameEnd])

@@ -148,11 +148,34 @@ func (c *DictCache) Close() {
 	}
 }
 
-// compress fills e.zbuf with r's value compressed by e.Zstd and reports
-// whether that is smaller than the value.
+// Compress appends value compressed by c to dst and reports whether that
+// is smaller than value: only then does the Encoder store it compressed.
+func (c *Compressor) Compress(dst, value []byte) ([]byte, bool) {
+	n := len(dst)
+	dst = c.enc.EncodeAll(value, dst)
+	return dst, len(dst)-n < len(value)
+}
+
+// UseFrame hands the Encoder the next record's value already compressed
+// by c (Compress; frame nil when that was not smaller), so that Prepare
+// need not compress it: appends compress on their producers' goroutines,
+// off the serial flush loop. Used only when Zstd is set, and for the next
+// Prepare only.
+func (e *Encoder) UseFrame(c *Compressor, frame []byte) {
+	e.pre, e.preFrame = c, frame
+}
+
+// compress sets e.out to the value compressed, by UseFrame's frame or
+// e.Zstd, and reports whether the value goes compressed.
 func (e *Encoder) compress(value []byte) bool {
-	e.zbuf = e.Zstd.enc.EncodeAll(value, e.zbuf[:0])
-	return len(e.zbuf) < len(value)
+	if e.pre != nil {
+		e.out, e.zfield = e.preFrame, e.pre.field
+		return e.preFrame != nil
+	}
+	var ok bool
+	e.zbuf, ok = e.Zstd.Compress(e.zbuf[:0], value)
+	e.out, e.zfield = e.zbuf, e.Zstd.field
+	return ok
 }
 
 // zstdField decodes a "__zstd.<version>" field onto the value arena.

@@ -327,3 +327,38 @@ func BenchmarkDecodeZstd(b *testing.B) {
 		}
 	}
 }
+
+// TestUseFrame: a value compressed beforehand (by another version's
+// Compressor even) is written as given, and a nil frame stores it raw.
+func TestUseFrame(t *testing.T) {
+	d1 := testDict(t, 1)
+	c0, c1 := newCompressor(t, 0, nil), newCompressor(t, 1, d1)
+	doc := sensorDoc(9)
+	frame, ok := c1.Compress(nil, doc)
+	if !ok {
+		t.Fatal("a sensor document does not compress with the dictionary")
+	}
+	e := Encoder{Zstd: c0}
+	d := Decoder{Dicts: testDicts(map[uint32][]byte{1: d1})}
+	for _, c := range []struct {
+		name  string
+		frame []byte
+		field string
+	}{{"frame", frame, "__zstd.1"}, {"not smaller", nil, "__value"}} {
+		e.UseFrame(c1, c.frame)
+		r := record.Record{Timestamp: 1, Value: doc}
+		fields := encode(t, &e, &r)
+		if got := valueField(fields); got != c.field {
+			t.Fatalf("%s: value in %q, want %q", c.name, got, c.field)
+		}
+		var back record.Record
+		if err := decode(&d, fields, &back); err != nil || !bytes.Equal(back.Value, doc) {
+			t.Fatalf("%s: round trip: %v", c.name, err)
+		}
+	}
+	// UseFrame holds for one Prepare only.
+	fields := encode(t, &e, &record.Record{Timestamp: 1, Value: bytes.Repeat([]byte("abc"), 100)})
+	if got := valueField(fields); got != "__zstd.0" {
+		t.Fatalf("after UseFrame's record: value in %q, want __zstd.0", got)
+	}
+}
