@@ -45,7 +45,7 @@ type Encoder struct {
 	// Zstd, when set, stores values compressed (see the package comment);
 	// the caller sets it per topic before Prepare.
 	Zstd   *Compressor
-	packed bool   // the value goes compressed: out, in field zfield
+	packed bool // the value goes compressed: out, in field zfield
 	out    []byte
 	zfield string
 	zbuf   []byte // the compressed value of one Append
