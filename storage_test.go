@@ -197,6 +197,28 @@ func TestStorageKeysWritten(t *testing.T) {
 		t.Fatalf("share acquire: %v", err)
 	}
 
+	// A topic stored with zstd: its dictionary, and entries naming it.
+	zt, err := eng.CreateTopic(ctx, "z", 1, map[string]string{"korvet.storage.compression": "zstd"}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var zrecs []record.Record
+	for i := range 20 {
+		zrecs = append(zrecs, record.Record{Timestamp: int64(i), Value: fmt.Appendf(nil, `{"sensor": "s-%d", "reading": %d, "unit": "celsius", "site": "greenhouse"}`, i%3, i)})
+	}
+	if _, _, err := zt.Partition(0).Append(zrecs).Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := eng.TrainZstdDict(ctx, "z"); err != nil || v != 1 {
+		t.Fatalf("train a dictionary: version %d, %v", v, err)
+	}
+	if _, _, err := zt.Partition(0).Append(zrecs[:1]).Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if last, err := rc.Do(ctx, "XREVRANGE", "korvet:storage:local:z:0:0", "+", "-", "COUNT", 1); err != nil || !strings.Contains(fmt.Sprintf("%q", last.Elems(nil)[0].Elems(nil)[1].Elems(nil)[2].Bytes()), "__zstd.1") {
+		t.Errorf("the record after the dictionary is not stored as __zstd.1 (%v)", err)
+	}
+
 	// The schema registry: a schema, its id, the subject, a level.
 	reg, err := registry.Open(ctx, rc, registry.Options{Logger: quiet})
 	if err != nil {
@@ -251,6 +273,11 @@ func TestStorageKeysWritten(t *testing.T) {
 		"korvet:meta:brokers":                        "hash",
 		"korvet:meta:broker:0":                       "string",
 		"korvet:meta:partition:__consumer_offsets:0": "hash",
+		"korvet:meta:partition:z:0":                  "hash",
+		"korvet:meta:segments:z:0":                   "hash",
+		"korvet:meta:batches:z:0":                    "stream",
+		"korvet:storage:local:z:0:0":                 "stream",
+		"korvet:meta:zdict:z":                        "hash",
 	} {
 		want[k] = typ
 	}

@@ -28,6 +28,10 @@ type Pending struct {
 	// a marker's), nil otherwise; marker makes the append a marker.
 	txnTag []byte
 	marker *markerReq
+	// zc and frames: the values compressed when queued, for a topic with
+	// korvet.storage.compression=zstd (frames[i] nil: not smaller).
+	zc     *entry.Compressor
+	frames [][]byte
 }
 
 // Producer identifies an idempotent producer's batch. ID < 0: none.
@@ -101,6 +105,9 @@ func (p *Partition) queueAppend(prod Producer, codec int8, recs []record.Record,
 	}
 	for i := range recs {
 		pd.size += int64(entry.EncodedSize(&recs[i]))
+	}
+	if m == nil && p.t.currentSettings().zstd {
+		pd.compress(p.t.compressor())
 	}
 	p.mu.Lock()
 	if p.closed {

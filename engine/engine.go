@@ -128,9 +128,10 @@ type Engine struct {
 	bg     context.Context
 	stopBg context.CancelFunc
 
-	tier tiering
-	mem  memSampler
-	wg   sync.WaitGroup
+	tier     tiering
+	mem      memSampler
+	zstdWake chan struct{} // zstd.go's dictionary loop
+	wg       sync.WaitGroup
 
 	// flushers tracks the partitions' flush loops, so that Close can wait
 	// for them; closed (under flushMu) stops new ones from starting.
@@ -187,6 +188,8 @@ func Open(ctx context.Context, rc *resp.Client, opts Options) (*Engine, error) {
 		log:    opts.Logger,
 		topics: make(map[string]*Topic),
 		byID:   make(map[[16]byte]*Topic),
+
+		zstdWake: make(chan struct{}, 1),
 	}
 	e.started = time.Now()
 	e.events = events.New(rc, e.k.Events(), opts.NodeID, opts.Logger)
@@ -268,9 +271,10 @@ func Open(ctx context.Context, rc *resp.Client, opts Options) (*Engine, error) {
 	e.wg.Add(2)
 	go e.renewLoop()
 	go e.controlLoop()
-	e.wg.Add(2)
+	e.wg.Add(3)
 	go e.retentionLoop()
 	go e.txnResolveLoop()
+	go e.zstdLoop()
 	if opts.MemorySampleInterval > 0 {
 		e.wg.Add(1)
 		go e.memoryLoop()
@@ -569,6 +573,7 @@ func (e *Engine) DeleteTopic(ctx context.Context, name string) error {
 		}
 		pl.Cmd("UNLINK", p.metaKey, p.batchesKey, p.segmentsKey, p.abortedKey)
 	}
+	pl.Cmd("UNLINK", e.k.ZstdDicts(name))
 	if e.opts.Cold != nil {
 		// The worker drops the topic's cold table (retrying while the
 		// object store is down).

@@ -53,6 +53,7 @@ type flushRound struct {
 	trimWait []chan error
 	drops    map[int64]bool
 	archives []archiveReq
+	zstd     bool // korvet.storage.compression=zstd: values go compressed
 
 	// Set by plan: the appends that go in (take less refused ones and
 	// retries of batches already in the log), and the producers whose
@@ -149,6 +150,7 @@ func (p *Partition) takeLocked(trim bool) flushRound {
 // plan seals the open segment if due and gives offsets to the appends
 // that go in.
 func (fl *flushRound) plan(settings topicSettings, now time.Time) {
+	fl.zstd = settings.zstd
 	fl.st.planSegments(settings, now, len(fl.take) > 0, fl.saved)
 	fl.committed, fl.changed = fl.st.assign(fl.take, settings, now)
 	fl.wait = false
@@ -211,9 +213,16 @@ func (tx *txBuffers) write(p *Partition, fl *flushRound) {
 func (tx *txBuffers) writeCmds(p *Partition, fl *flushRound, c roundWriter) {
 	st := &fl.st
 	stream := p.streamKey(st.segs[len(st.segs)-1].ID)
+	tx.enc.Zstd = nil
+	if fl.zstd {
+		tx.enc.Zstd = p.t.compressor()
+	}
 	for _, op := range fl.committed {
 		for i := range op.recs {
 			r := &op.recs[i]
+			if tx.enc.Zstd != nil && op.zc != nil {
+				tx.enc.UseFrame(op.zc, op.frames[i])
+			}
 			pairs := tx.enc.PrepareTxn(r, op.txnTag, op.marker != nil)
 			c.Array(3 + 2*pairs)
 			c.String("XADD")

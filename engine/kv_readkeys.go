@@ -156,7 +156,7 @@ func parseKeyEntriesTxn(b []byte, recs []record.Record, txns []record.Txn) ([]re
 				txn.ProducerID, txn.Epoch = pid, epoch
 			case string(name) == "__ctl":
 				txn.Control = true
-			case len(name) < 2 || name[0] != '_' || name[1] != '_' || string(name) == "__value":
+			case entry.IsValueField(name):
 				rec.Value = hasValue
 			}
 		}

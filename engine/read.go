@@ -40,6 +40,14 @@ type ReadResult struct {
 
 var readResults = sync.Pool{New: func() any { return new(ReadResult) }}
 
+// newReadResult returns a pooled ReadResult whose decoder reads p's
+// compressed values.
+func (p *Partition) newReadResult() *ReadResult {
+	res := readResults.Get().(*ReadResult)
+	res.dec.Dicts = p.t.z.dicts
+	return res
+}
+
 // Release returns the result's buffers for reuse.
 func (r *ReadResult) Release() {
 	if r.rs != nil {
@@ -50,6 +58,7 @@ func (r *ReadResult) Release() {
 	r.Records, r.Codecs, r.Txns = r.Records[:0], r.Codecs[:0], r.Txns[:0]
 	r.cut = false
 	r.dec.Reset()
+	r.dec.Dicts = nil
 	readResults.Put(r)
 }
 
@@ -121,7 +130,7 @@ func untilOf(limit int64) int64 {
 
 // read is Read up to offset until (inclusive) when until >= 0.
 func (p *Partition) read(ctx context.Context, offset int64, maxBytes int, until int64) (*ReadResult, error) {
-	res := readResults.Get().(*ReadResult)
+	res := p.newReadResult()
 	hw, start := p.hw.Load(), p.start.Load()
 	res.HighWatermark, res.LogStart = hw, start
 	if offset < start || offset > hw {

@@ -557,7 +557,7 @@ func (e *Engine) ShareAcquire(ctx context.Context, group, member string, p *Part
 			out.Release()
 			return nil, fmt.Errorf("share acquire %s/%d: unexpected reply", p.t.name, p.id)
 		}
-		res := readResults.Get().(*ReadResult)
+		res := p.newReadResult()
 		out.results = append(out.results, res)
 		base := len(out.Records)
 		var counts []resp.Reply

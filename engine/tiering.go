@@ -212,7 +212,7 @@ func (p *Partition) archive(ctx context.Context, sg Segment) error {
 		if from > sg.Last {
 			return nil, nil, io.EOF
 		}
-		res = readResults.Get().(*ReadResult)
+		res = p.newReadResult()
 		if err := p.readStream(ctx, res, sg.ID, from, sg.Last, maxReadCount, 8<<20); err != nil {
 			return nil, nil, err
 		}

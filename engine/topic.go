@@ -19,6 +19,8 @@ type Topic struct {
 	configs  map[string]string // explicitly set on the topic
 	settings topicSettings
 	parts    []*Partition
+
+	z topicZstd // compression at rest (zstd.go)
 }
 
 func (e *Engine) newTopic(name string, m topicMeta) (*Topic, error) {
@@ -33,6 +35,7 @@ func (e *Engine) newTopic(name string, m topicMeta) (*Topic, error) {
 		t.configs = map[string]string{}
 	}
 	t.settings = parseSettings(t.ConfigValue)
+	t.initZstd()
 	t.parts = make([]*Partition, m.Partitions)
 	for i := range t.parts {
 		t.parts[i] = newPartition(t, int32(i))

@@ -84,6 +84,7 @@ var configDefs = []ConfigDef{
 	{Name: "flush.messages", Broker: "log.flush.interval.messages", Default: "9223372036854775807", Doc: "accepted for compatibility; Redis persistence decides", check: checkInt(1)},
 	{Name: "flush.ms", Broker: "log.flush.interval.ms", Default: "9223372036854775807", Doc: "accepted for compatibility; Redis persistence decides", check: checkInt(0)},
 	{Name: "index.interval.bytes", Broker: "log.index.interval.bytes", Default: "4096", Doc: "accepted for compatibility; no effect", check: checkInt(0)},
+	{Name: "korvet.storage.compression", Default: "none", Doc: "zstd: store new record values compressed in Redis, with a dictionary trained on the topic", check: checkOneOf("none", "zstd")},
 	{Name: "korvet.index.enable", Default: "false", Doc: "keep a key index for the KV view even without compaction", check: checkBool},
 	{Name: "local.retention.bytes", Broker: "log.local.retention.bytes", Default: "-2", Doc: "bytes kept in Redis before archived data leaves it (-2: same as retention.bytes)", check: checkInt(-2)},
 	{Name: "local.retention.ms", Broker: "log.local.retention.ms", Default: "-2", Doc: "time kept in Redis before archived data leaves it (-2: same as retention.ms)", check: checkInt(-2)},
@@ -148,6 +149,7 @@ type topicSettings struct {
 	maxMessageBytes     int64
 	logAppendTime       bool
 	compact             bool
+	zstd                bool // korvet.storage.compression=zstd
 }
 
 func parseSettings(get func(string) string) topicSettings {
@@ -166,6 +168,7 @@ func parseSettings(get func(string) string) topicSettings {
 		maxMessageBytes:     i("max.message.bytes"),
 		logAppendTime:       get("message.timestamp.type") == "LogAppendTime",
 		compact:             strings.Contains(get("cleanup.policy"), "compact"),
+		zstd:                get("korvet.storage.compression") == "zstd",
 	}
 }
 

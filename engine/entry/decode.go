@@ -17,6 +17,12 @@ var ErrMalformed = errors.New("malformed stream entry")
 // overwritten. Rebuilt flattened values are not re-validated: entries
 // written by the Encoder rebuild exactly, and checking would cost every read.
 type Decoder struct {
+	// Dicts provides the zstd dictionaries of compressed values; MaxValue,
+	// when positive, lowers the largest content size a compressed value
+	// may declare below MaxDecompressed. The caller sets them per topic.
+	Dicts    Dicts
+	MaxValue int
+
 	values  []byte          // arena for rebuilt flattened values
 	headers []record.Header // arena for header slices
 
@@ -119,6 +125,8 @@ func (d *Decoder) Field(name, value []byte) {
 		if !d.ws.parse(value) {
 			d.err = fmt.Errorf("%w: field %s: bad layout %q", ErrMalformed, fieldWS, value)
 		}
+	case hasPrefix(name, prefixZstd):
+		d.zstdField(name, value)
 	case hasPrefix(name, prefixHeader):
 		d.headers = append(d.headers, record.Header{Key: name[len(prefixHeader):], Value: value})
 	case hasPrefix(name, prefixNullValue):

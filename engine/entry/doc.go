@@ -23,14 +23,23 @@
 //     named by the member name and holding the member's raw JSON text
 //     exactly as it appeared (e.g. "x", 12.50, {"a": [1, 2]}), preceded by
 //     a __ws field when the object has whitespace outside member values;
-//   - anything else: __value holding the exact bytes.
+//   - anything else: __value holding the exact bytes;
+//   - for topics with korvet.storage.compression=zstd, when smaller than
+//     the value: __zstd.<v>, one zstd frame (RFC 8878) of the exact value
+//     bytes, v being the topic's dictionary version in decimal (0: no
+//     dictionary; otherwise the frame's dictionary ID is v). The frame
+//     declares its content size and carries no checksum; a reader refuses
+//     a frame declaring more than it allows before allocating for it.
+//     Compression wins over flattening; control records are never
+//     compressed. Korvet releases before this form cannot read it.
 //
 // A value is flattened only when it is a valid JSON object (RFC 8259,
 // strict UTF-8) with 1 to 1000 members and unique member names that
 // contain no escape sequence and do not start with "__", and rebuilding it
 // as described next reproduces it exactly. So a flattened value is exactly
 // the fields whose names do not start with "__" (plus __ws), and an entry
-// with no such field and no __value is a tombstone. Flattening lets
+// with no such field, no __value and no __zstd.<v> is a tombstone
+// (IsValueField). Flattening lets
 // Redis-side tooling see JSON documents as ordinary stream fields;
 // everything else is stored opaquely.
 //

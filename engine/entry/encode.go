@@ -41,6 +41,17 @@ type Encoder struct {
 	flat    bool
 	f       flattener
 	scratch []byte // the timestamp and the header field names of one Append
+
+	// Zstd, when set, stores values compressed (see the package comment);
+	// the caller sets it per topic before Prepare.
+	Zstd   *Compressor
+	packed bool // the value goes compressed: out, in field zfield
+	out    []byte
+	zfield string
+	zbuf   []byte // the compressed value of one Append
+
+	pre      *Compressor // UseFrame's, for the next Prepare
+	preFrame []byte
 }
 
 // Prepare analyses r and returns the number of field-value pairs Append will
@@ -76,8 +87,12 @@ func (e *Encoder) PrepareTxn(r *record.Record, txn []byte, control bool) int {
 	if cap(e.scratch) < need {
 		e.scratch = make([]byte, 0, need)
 	}
-	e.flat = r.Value != nil && !e.control && e.f.analyse(r.Value)
+	e.packed = e.Zstd != nil && r.Value != nil && !e.control && e.compress(r.Value)
+	e.pre, e.preFrame = nil, nil
+	e.flat = !e.packed && r.Value != nil && !e.control && e.f.analyse(r.Value)
 	switch {
+	case e.packed:
+		pairs++
 	case e.flat:
 		pairs += len(e.f.members)
 		if len(e.f.marker) > 0 {
@@ -96,8 +111,8 @@ func (e *Encoder) Append(w Writer) {
 	if r == nil {
 		panic("entry: Append without Prepare")
 	}
-	txn := e.txn
-	e.rec, e.txn = nil, nil // do not pin the caller's buffers
+	txn, out := e.txn, e.out
+	e.rec, e.txn, e.out = nil, nil, nil // do not pin the caller's buffers
 
 	s := e.scratch[:0]
 	s = strconv.AppendInt(s, r.Timestamp, 10)
@@ -131,6 +146,9 @@ func (e *Encoder) Append(w Writer) {
 		w.Bulk(h.Value)
 	}
 	switch {
+	case e.packed:
+		w.String(e.zfield)
+		w.Bulk(out)
 	case e.flat:
 		if len(e.f.marker) > 0 {
 			w.String(fieldWS)
@@ -146,6 +164,9 @@ func (e *Encoder) Append(w Writer) {
 	}
 	if cap(e.scratch) > maxKeptScratch {
 		e.scratch = nil
+	}
+	if cap(e.zbuf) > maxKeptScratch {
+		e.zbuf = nil
 	}
 }
 

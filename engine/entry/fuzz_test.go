@@ -32,9 +32,17 @@ func FuzzRoundTrip(f *testing.F) {
 	f.Add([]byte("k"), []byte(nil), []byte("h"), []byte("v"), byte(nullValue), int64(1<<63-1))
 	f.Add([]byte("k"), []byte(`{"a":1}`), []byte("h"), []byte("v"), byte(transactional), int64(42))
 	f.Add([]byte{0, 0, 0, 1}, []byte{0, 0, 0, 0, 0, 5}, []byte("h"), []byte("v"), byte(transactional|control|noHeaders), int64(7))
+	f.Add([]byte("k"), bytes.Repeat([]byte(`{"t": 21.5, "u": "c"} `), 20), []byte("h"), []byte("v"), byte(0), int64(1))
+	f.Add([]byte("k"), sensorDoc(1), []byte("h"), []byte("v"), byte(0), int64(2))
+	f.Add([]byte("k"), []byte(`{"a":"`+string(bytes.Repeat([]byte("ab"), 100))+`"}`), []byte("h"), []byte("v"), byte(0), int64(6))
 	var e Encoder
-	var d Decoder
+	// The compressed form, without and with a dictionary, picked by the
+	// timestamp's low bits: (ts&3) 1 is version 0, 2 is version 1.
+	d1 := testDict(f, 1) // training is not deterministic: one dictionary for both sides
+	zc := []*Compressor{nil, newCompressor(f, 0, nil), newCompressor(f, 1, d1)}
+	d := Decoder{Dicts: testDicts(map[uint32][]byte{1: d1})}
 	f.Fuzz(func(t *testing.T, key, value, hdrName, hdrVal []byte, nullFlags byte, ts int64) {
+		e.Zstd = zc[min(ts&3, 2)]
 		// The fuzzer never hands out nil; make nil vs empty explicit.
 		if key == nil {
 			key = []byte{}
@@ -98,7 +106,10 @@ func FuzzRoundTrip(f *testing.F) {
 			name := fields[i]
 			switch {
 			case string(name) == fieldWS:
-			case string(name) == fieldValue:
+			case string(name) == fieldValue || bytes.HasPrefix(name, []byte(prefixZstd)):
+				if hasValue {
+					t.Fatalf("two whole-value fields: %q", fields)
+				}
 				hasValue = true
 			case !bytes.HasPrefix(name, []byte("__")):
 				members++
@@ -108,7 +119,7 @@ func FuzzRoundTrip(f *testing.F) {
 		case r.Value == nil && (members > 0 || hasValue):
 			t.Fatalf("tombstone wrote a value field: %q", fields)
 		case r.Value != nil && members > 0 == hasValue:
-			t.Fatalf("value needs exactly one of __value or members: %q", fields)
+			t.Fatalf("value needs exactly one of __value, __zstd.<v> or members: %q", fields)
 		}
 		d.Reset()
 		var back record.Record

@@ -128,6 +128,12 @@ func (s Space) BrokerLease(node int32) string {
 // and "drop\x00{topic}\x00{table id}" for the tables of deleted topics.
 func (s Space) ColdGarbage() string { return s.meta() + "coldgc" }
 
+// ZstdDicts is a hash of a topic's zstd dictionaries for values stored
+// compressed (korvet.storage.compression=zstd): version (decimal, from
+// 1) -> dictionary bytes, and "current" -> the version new records use.
+// A version is written once (HSETNX) and never changes.
+func (s Space) ZstdDicts(topic string) string { return s.meta() + "zdict:" + topic }
+
 // Groups is a hash of every consumer group with committed offsets or
 // stored membership: group name -> protocol type ("consumer", or "" for
 // groups that only commit offsets).

@@ -21,6 +21,7 @@ func TestKeysPinned(t *testing.T) {
 		{s.Batches("t", 0), "korvet:meta:batches:t:0"},
 		{s.Segments("t", 0), "korvet:meta:segments:t:0"},
 		{s.ColdGarbage(), "korvet:meta:coldgc"},
+		{s.ZstdDicts("t"), "korvet:meta:zdict:t"},
 		{s.Aborted("t", 0), "korvet:meta:aborted:t:0"},
 		{s.Transactions(), "korvet:meta:transactions"},
 		{s.GroupTxnOffsets("g"), "korvet:group:g:txnoffsets"},
@@ -51,6 +52,7 @@ func TestKeysPinned(t *testing.T) {
 		{c.Batches("t", 0), "korvet:meta:batches:{t:0}"},
 		{c.Segments("t", 0), "korvet:meta:segments:{t:0}"},
 		{c.ColdGarbage(), "korvet:{meta}:coldgc"},
+		{c.ZstdDicts("t"), "korvet:{meta}:zdict:t"},
 		{c.Aborted("t", 0), "korvet:meta:aborted:{t:0}"},
 		{c.Transactions(), "korvet:{txns}:transactions"},
 		{c.GroupTxnOffsets("g"), "korvet:{groups}:group:g:txnoffsets"},
@@ -100,6 +102,7 @@ func checkLayout(t *testing.T, cluster bool) {
 		"Batches":            s.Batches("orders", 3),
 		"Segments":           s.Segments("orders", 3),
 		"ColdGarbage":        s.ColdGarbage(),
+		"ZstdDicts":          s.ZstdDicts("orders"),
 		"Events":             s.Events(),
 		"Brokers":            s.Brokers(),
 		"BrokerLease":        s.BrokerLease(5),
@@ -208,7 +211,7 @@ func TestClusterKeysShareSlots(t *testing.T) {
 			}
 		}
 	}
-	for _, k := range []string{s.Topics(), s.Cluster(), s.Events(), s.Brokers(), s.BrokerLease(7), s.ColdGarbage(),
+	for _, k := range []string{s.Topics(), s.Cluster(), s.Events(), s.Brokers(), s.BrokerLease(7), s.ColdGarbage(), s.ZstdDicts("orders"),
 		s.SCRAM("SCRAM-SHA-512"), s.ACLs(), s.ShareGroups(), s.GroupConfigs()} {
 		if tg, _ := hashTag(k); tg != "meta" {
 			t.Errorf("%s: tag %q, want meta", k, tg)

@@ -33,6 +33,7 @@ func Layout() []Key {
 		{"{keyspace}:group:{group}:consumer", "{keyspace}:{groups}:group:{group}:consumer", "string", "a consumer group's epochs, members and assignments as JSON"},
 		{"{keyspace}:group:{group}:offsets", "{keyspace}:{groups}:group:{group}:offsets", "hash", "topic:partition -> committed offset"},
 		{"{keyspace}:group:{group}:txnoffsets", "{keyspace}:{groups}:group:{group}:txnoffsets", "hash", "pid:topic:partition -> offset committed in an open transaction"},
+		{"{keyspace}:meta:zdict:{topic}", "{keyspace}:{meta}:zdict:{topic}", "hash", "a topic's zstd dictionaries: version -> bytes, current"},
 		{"{keyspace}:meta:coldgc", "{keyspace}:{meta}:coldgc", "set", "cold files and tables to delete"},
 		{"{keyspace}:meta:events", "{keyspace}:{meta}:events", "stream", "changes to shared state, for every broker"},
 		{"{keyspace}:meta:brokers", "{keyspace}:{meta}:brokers", "hash", "node id -> JSON broker registration"},
