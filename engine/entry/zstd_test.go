@@ -329,7 +329,8 @@ func BenchmarkDecodeZstd(b *testing.B) {
 }
 
 // TestUseFrame: a value compressed beforehand (by another version's
-// Compressor even) is written as given, and a nil frame stores it raw.
+// Compressor even) is written as given, and a nil frame stores it as it
+// would be without compression.
 func TestUseFrame(t *testing.T) {
 	d1 := testDict(t, 1)
 	c0, c1 := newCompressor(t, 0, nil), newCompressor(t, 1, d1)
@@ -344,7 +345,7 @@ func TestUseFrame(t *testing.T) {
 		name  string
 		frame []byte
 		field string
-	}{{"frame", frame, "__zstd.1"}, {"not smaller", nil, "__value"}} {
+	}{{"frame", frame, "__zstd.1"}, {"not smaller", nil, "{"}} { // "{": stored as without compression, flattened with a __ws layout
 		e.UseFrame(c1, c.frame)
 		r := record.Record{Timestamp: 1, Value: doc}
 		fields := encode(t, &e, &r)
