@@ -106,8 +106,12 @@ func (p *Partition) queueAppend(prod Producer, codec int8, recs []record.Record,
 	for i := range recs {
 		pd.size += int64(entry.EncodedSize(&recs[i]))
 	}
-	if m == nil && p.t.currentSettings().zstd {
-		pd.compress(p.t.compressor())
+	if m == nil {
+		if set := p.t.currentSettings(); set.zstd {
+			c := p.t.compressor()
+			pd.compress(c, set.zstdMin)
+			p.t.noteCompressed(c)
+		}
 	}
 	p.mu.Lock()
 	if p.closed {

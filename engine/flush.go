@@ -54,6 +54,7 @@ type flushRound struct {
 	drops    map[int64]bool
 	archives []archiveReq
 	zstd     bool // korvet.storage.compression=zstd: values go compressed
+	zstdMin  int  // except those shorter (korvet.storage.compression.min.bytes)
 
 	// Set by plan: the appends that go in (take less refused ones and
 	// retries of batches already in the log), and the producers whose
@@ -150,7 +151,7 @@ func (p *Partition) takeLocked(trim bool) flushRound {
 // plan seals the open segment if due and gives offsets to the appends
 // that go in.
 func (fl *flushRound) plan(settings topicSettings, now time.Time) {
-	fl.zstd = settings.zstd
+	fl.zstd, fl.zstdMin = settings.zstd, settings.zstdMin
 	fl.st.planSegments(settings, now, len(fl.take) > 0, fl.saved)
 	fl.committed, fl.changed = fl.st.assign(fl.take, settings, now)
 	fl.wait = false
@@ -213,7 +214,7 @@ func (tx *txBuffers) write(p *Partition, fl *flushRound) {
 func (tx *txBuffers) writeCmds(p *Partition, fl *flushRound, c roundWriter) {
 	st := &fl.st
 	stream := p.streamKey(st.segs[len(st.segs)-1].ID)
-	tx.enc.Zstd = nil
+	tx.enc.Zstd, tx.enc.ZstdMin = nil, fl.zstdMin
 	if fl.zstd {
 		tx.enc.Zstd = p.t.compressor()
 	}

@@ -44,6 +44,20 @@ func checkInt(min int64) func(string) error {
 	}
 }
 
+// checkIntRange accepts an integer from min to max.
+func checkIntRange(min, max int64) func(string) error {
+	atLeast := checkInt(min)
+	return func(v string) error {
+		if err := atLeast(v); err != nil {
+			return err
+		}
+		if n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64); n > max {
+			return fmt.Errorf("must be <= %d", max)
+		}
+		return nil
+	}
+}
+
 func checkOneOf(opts ...string) func(string) error {
 	return func(v string) error {
 		for _, o := range opts {
@@ -85,6 +99,7 @@ var configDefs = []ConfigDef{
 	{Name: "flush.ms", Broker: "log.flush.interval.ms", Default: "9223372036854775807", Doc: "accepted for compatibility; Redis persistence decides", check: checkInt(0)},
 	{Name: "index.interval.bytes", Broker: "log.index.interval.bytes", Default: "4096", Doc: "accepted for compatibility; no effect", check: checkInt(0)},
 	{Name: "korvet.storage.compression", Default: "none", Doc: "zstd: store new record values compressed in Redis, with a dictionary trained on the topic", check: checkOneOf("none", "zstd")},
+	{Name: "korvet.storage.compression.min.bytes", Default: "128", Doc: "with korvet.storage.compression=zstd, values shorter than this are stored uncompressed: compressing them costs more CPU than it saves memory", check: checkIntRange(0, 1<<30)},
 	{Name: "korvet.index.enable", Default: "false", Doc: "keep a key index for the KV view even without compaction", check: checkBool},
 	{Name: "local.retention.bytes", Broker: "log.local.retention.bytes", Default: "-2", Doc: "bytes kept in Redis before archived data leaves it (-2: same as retention.bytes)", check: checkInt(-2)},
 	{Name: "local.retention.ms", Broker: "log.local.retention.ms", Default: "-2", Doc: "time kept in Redis before archived data leaves it (-2: same as retention.ms)", check: checkInt(-2)},
@@ -150,6 +165,7 @@ type topicSettings struct {
 	logAppendTime       bool
 	compact             bool
 	zstd                bool // korvet.storage.compression=zstd
+	zstdMin             int  // korvet.storage.compression.min.bytes
 }
 
 func parseSettings(get func(string) string) topicSettings {
@@ -169,6 +185,7 @@ func parseSettings(get func(string) string) topicSettings {
 		logAppendTime:       get("message.timestamp.type") == "LogAppendTime",
 		compact:             strings.Contains(get("cleanup.policy"), "compact"),
 		zstd:                get("korvet.storage.compression") == "zstd",
+		zstdMin:             int(i("korvet.storage.compression.min.bytes")),
 	}
 }
 

@@ -47,6 +47,9 @@ type topicZstd struct {
 	cur   atomic.Pointer[entry.Compressor] // the newest version known
 	woke  atomic.Int64                     // unix ms the flush loop last woke the dictionary loop
 	train sync.Mutex                       // one training of the topic at a time
+
+	ratioMu sync.Mutex
+	ratio   zstdRatio // zstd_drift.go
 }
 
 func (t *Topic) initZstd() {
@@ -94,26 +97,36 @@ func (t *Topic) compressor() *entry.Compressor {
 	return c
 }
 
-// compress compresses the append's values on the caller's goroutine, so
-// that the partition's flush loop, which runs one round at a time, only
-// writes them.
-func (pd *Pending) compress(c *entry.Compressor) {
+// compress compresses the append's values of at least min bytes on the
+// caller's goroutine, so that the partition's flush loop, which runs one
+// round at a time, only writes them; it counts what it stored for the
+// topic's ratio sampling (zstd_drift.go).
+func (pd *Pending) compress(c *entry.Compressor, min int) {
 	if c == nil {
 		return
 	}
 	var arena []byte
+	var in, out int
 	ends := make([]int, len(pd.recs))
 	for i := range pd.recs {
 		ends[i] = -1
-		if v := pd.recs[i].Value; v != nil {
-			n := len(arena)
-			var ok bool
-			if arena, ok = c.Compress(arena, v); ok {
-				ends[i] = len(arena)
-			} else {
-				arena = arena[:n]
-			}
+		v := pd.recs[i].Value
+		if v == nil || len(v) < min {
+			continue
 		}
+		n := len(arena)
+		var ok bool
+		in += len(v)
+		if arena, ok = c.Compress(arena, v); ok {
+			ends[i] = len(arena)
+			out += len(arena) - n
+		} else {
+			arena = arena[:n]
+			out += len(v)
+		}
+	}
+	if in > 0 {
+		c.Observe(in, out)
 	}
 	pd.zc, pd.frames = c, make([][]byte, len(pd.recs))
 	start := 0
@@ -182,18 +195,21 @@ var errSampleSmall = errors.New("too few values to train a zstd dictionary")
 // TrainZstdDict trains a new dictionary version for the topic from the
 // newest values of the partitions this broker leads, stores it and uses
 // it for new records; it returns the version. A topic that already has a
-// dictionary gets a new version (retraining is on request only).
+// dictionary gets a new version (the dictionary loop also retrains by
+// itself when the ratio drifts: zstd_drift.go).
 func (e *Engine) TrainZstdDict(ctx context.Context, topic string) (uint32, error) {
 	t := e.Topic(topic)
 	if t == nil {
 		return 0, fmt.Errorf("%w: %q", ErrUnknownTopic, topic)
 	}
-	return t.trainDict(ctx, 8)
+	return t.trainDict(ctx, 8, nil)
 }
 
 // trainDict trains the topic's next dictionary version from at least
-// minSample values.
-func (t *Topic) trainDict(ctx context.Context, minSample int) (uint32, error) {
+// minSample values. With against set (a retraining), the new version is
+// kept only if it stores the sample in at most zstdRetrainGain of the
+// bytes against needs; else the error is errNoGain.
+func (t *Topic) trainDict(ctx context.Context, minSample int, against *entry.Compressor) (uint32, error) {
 	t.z.train.Lock()
 	defer t.z.train.Unlock()
 	cur, err := t.currentDict(ctx)
@@ -214,8 +230,23 @@ func (t *Topic) trainDict(ctx context.Context, minSample int) (uint32, error) {
 		return 0, fmt.Errorf("topic %q: train zstd dictionary from %d values: %w", t.name, len(sample), err)
 	}
 	// Check it compresses before storing it: a version never changes.
-	if _, err := entry.NewCompressor(v, d, zstdLevel); err != nil {
+	c, err := entry.NewCompressor(v, d, zstdLevel)
+	if err != nil {
 		return 0, fmt.Errorf("topic %q: trained dictionary: %w", t.name, err)
+	}
+	if against != nil {
+		min := t.currentSettings().zstdMin
+		now, err := storedBytes(against, sample, min)
+		if err != nil {
+			return 0, err
+		}
+		next, err := storedBytes(c, sample, min)
+		if err != nil {
+			return 0, err
+		}
+		if float64(next) > zstdRetrainGain*float64(now) {
+			return 0, fmt.Errorf("topic %q: %w: %d bytes for %d values with version %d, %d with a new one", t.name, errNoGain, now, len(sample), against.Version(), next)
+		}
 	}
 	key := t.e.k.ZstdDicts(t.name)
 	r, err := t.e.rc.Do(ctx, "HSETNX", key, v, d)
@@ -290,8 +321,9 @@ func (e *Engine) wakeZstd() {
 }
 
 // zstdLoop keeps the zstd topics' dictionaries: it picks up the current
-// version from Redis and, on a topic without one, trains the first once
-// enough values are there. Never on the produce path.
+// version from Redis, on a topic without one trains the first once
+// enough values are there, and samples the ratio to retrain when it
+// drifts (zstd_drift.go). Never on the produce path.
 func (e *Engine) zstdLoop() {
 	defer e.wg.Done()
 	tick := time.NewTicker(zstdInterval)
@@ -308,7 +340,11 @@ func (e *Engine) zstdLoop() {
 				continue
 			}
 			ctx, cancel := context.WithTimeout(e.bg, time.Minute)
-			if err := t.refreshDict(ctx); err != nil && !errors.Is(err, errSampleSmall) && e.bg.Err() == nil {
+			err := t.refreshDict(ctx)
+			if err == nil {
+				err = t.checkDrift(ctx)
+			}
+			if err != nil && !errors.Is(err, errSampleSmall) && e.bg.Err() == nil {
 				e.log.Warn("zstd dictionary", "topic", t.name, "err", err)
 			}
 			cancel()
@@ -334,7 +370,7 @@ func (t *Topic) refreshDict(ctx context.Context) error {
 	if n < zstdMinSample {
 		return nil
 	}
-	_, err = t.trainDict(ctx, zstdMinSample/2)
+	_, err = t.trainDict(ctx, zstdMinSample/2, nil)
 	return err
 }
 

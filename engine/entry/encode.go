@@ -42,13 +42,15 @@ type Encoder struct {
 	f       flattener
 	scratch []byte // the timestamp and the header field names of one Append
 
-	// Zstd, when set, stores values compressed (see the package comment);
-	// the caller sets it per topic before Prepare.
-	Zstd   *Compressor
-	packed bool // the value goes compressed: out, in field zfield
-	out    []byte
-	zfield string
-	zbuf   []byte // the compressed value of one Append
+	// Zstd, when set, stores values compressed (see the package comment),
+	// except values shorter than ZstdMin bytes; the caller sets both per
+	// topic before Prepare.
+	Zstd    *Compressor
+	ZstdMin int
+	packed  bool // the value goes compressed: out, in field zfield
+	out     []byte
+	zfield  string
+	zbuf    []byte // the compressed value of one Append
 
 	pre      *Compressor // UseFrame's, for the next Prepare
 	preFrame []byte

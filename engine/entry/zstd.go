@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"github.com/klauspost/compress/zstd"
 )
@@ -42,11 +43,15 @@ func IsValueField(name []byte) bool {
 }
 
 // Compressor compresses the values of one topic with one dictionary
-// version. It is safe for concurrent use and immutable.
+// version. It is safe for concurrent use; apart from the Observe counters
+// it is immutable.
 type Compressor struct {
 	version uint32
 	field   string // "__zstd.<version>"
 	enc     *zstd.Encoder
+	// in and out count value bytes offered and bytes stored for them
+	// since the last Observed, for the owner's ratio sampling.
+	in, out atomic.Int64
 }
 
 // NewCompressor returns a Compressor for dictionary version (0 with dict
@@ -71,6 +76,23 @@ func NewCompressor(version uint32, dict []byte, level zstd.EncoderLevel) (*Compr
 	}
 	return &Compressor{version: version, field: prefixZstd + strconv.FormatUint(uint64(version), 10), enc: enc}, nil
 }
+
+// Observe adds in value bytes that were stored as out bytes (compressed,
+// or whole when that was not smaller) to c's counters.
+func (c *Compressor) Observe(in, out int) {
+	c.in.Add(int64(in))
+	c.out.Add(int64(out))
+}
+
+// Observed returns and resets the counters of Observe. The two resets are
+// not one atomic step: a concurrent Observe may land half in this window
+// and half in the next, which a ratio over many values does not notice.
+func (c *Compressor) Observed() (in, out int64) {
+	return c.in.Swap(0), c.out.Swap(0)
+}
+
+// Pending returns the value bytes Observe counted since the last Observed.
+func (c *Compressor) Pending() int64 { return c.in.Load() }
 
 // Version is the dictionary version c compresses with.
 func (c *Compressor) Version() uint32 { return c.version }
@@ -171,6 +193,9 @@ func (e *Encoder) compress(value []byte) bool {
 	if e.pre != nil {
 		e.out, e.zfield = e.preFrame, e.pre.field
 		return e.preFrame != nil
+	}
+	if len(value) < e.ZstdMin {
+		return false
 	}
 	var ok bool
 	e.zbuf, ok = e.Zstd.Compress(e.zbuf[:0], value)
