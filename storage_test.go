@@ -198,7 +198,7 @@ func TestStorageKeysWritten(t *testing.T) {
 	}
 
 	// A topic stored with zstd: its dictionary, and entries naming it.
-	zt, err := eng.CreateTopic(ctx, "z", 1, map[string]string{"korvet.storage.compression": "zstd"}, false)
+	zt, err := eng.CreateTopic(ctx, "z", 1, map[string]string{"korvet.storage.compression": "zstd", "korvet.storage.compression.min.bytes": "0"}, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,7 +29,8 @@ type Pending struct {
 	txnTag []byte
 	marker *markerReq
 	// zc and frames: the values compressed when queued, for a topic with
-	// korvet.storage.compression=zstd (frames[i] nil: not smaller).
+	// korvet.storage.compression=zstd (frames[i] nil, or frames nil: not
+	// compressed, being too short or not smaller).
 	zc     *entry.Compressor
 	frames [][]byte
 }

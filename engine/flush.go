@@ -222,7 +222,11 @@ func (tx *txBuffers) writeCmds(p *Partition, fl *flushRound, c roundWriter) {
 		for i := range op.recs {
 			r := &op.recs[i]
 			if tx.enc.Zstd != nil && op.zc != nil {
-				tx.enc.UseFrame(op.zc, op.frames[i])
+				var frame []byte
+				if op.frames != nil {
+					frame = op.frames[i]
+				}
+				tx.enc.UseFrame(op.zc, frame)
 			}
 			pairs := tx.enc.PrepareTxn(r, op.txnTag, op.marker != nil)
 			c.Array(3 + 2*pairs)
