@@ -3,7 +3,8 @@
 # Redis. Starts redis-server (AOF everysec) and korvet on free 127.0.0.1
 # ports in a temp dir, then for each workload
 #   (a) 1 KiB compact JSON, (b) ~700 B JSON with spaces (Python json.dumps),
-#   (c) 256 B random binary, (d) 100 B log lines
+#   (c) 256 B random binary, (d) 100 B log lines, (e) ~1 KiB IoT JSON
+#   (nested metadata, ~20 varying figures)
 # and each storage mode (korvet.storage.compression=none: raw, or flattened
 # JSON where korvet can; =zstd: compressed at rest, measured once the
 # topic's dictionary is trained) produces RECORDS records with franz-go and
@@ -17,7 +18,7 @@
 #   scripts/bench-memory.sh
 #
 # Environment: RECORDS (default 100000), WARMUP (3000, produced before the
-# measured records: dictionary training), WORKLOADS (a,b,c,d), KCAT (1:
+# measured records: dictionary training), WORKLOADS (a,b,c,d,e), KCAT (1:
 # also time kcat producing the text workloads, when kcat is installed),
 # KORVET_BIN (skip the build).
 set -euo pipefail
@@ -27,7 +28,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 RECORDS=${RECORDS:-100000}
 WARMUP=${WARMUP:-3000}
-WORKLOADS=${WORKLOADS:-a,b,c,d}
+WORKLOADS=${WORKLOADS:-a,b,c,d,e}
 KCAT=${KCAT:-1}
 
 need_cmd redis-server redis-server
