@@ -1,11 +1,16 @@
 package engine
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/korvet/korvet/engine/entry"
 	"github.com/korvet/korvet/engine/record"
+	"github.com/korvet/korvet/internal/testbed"
+	"github.com/korvet/korvet/resp"
 )
 
 func zstdBatch(n, size int) []record.Record {
@@ -96,5 +101,45 @@ func BenchmarkPendingCompress(b *testing.B) {
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(pd.recs)), "ns/record")
 		})
+	}
+}
+
+// TestZstdRetrainNoGain: retraining on values the current dictionary
+// already fits stores no new version (errNoGain), so a drift that a new
+// dictionary cannot fix does not pile up versions in Redis.
+func TestZstdRetrainNoGain(t *testing.T) {
+	r := testbed.StartRedis(t)
+	rc, err := resp.New(r.URL, resp.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rc.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	e, err := Open(ctx, rc, Options{Logger: testbed.Logger(), GroupInitialRebalanceDelay: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Close)
+	tp, err := e.CreateTopic(ctx, "nogain", 1, map[string]string{"korvet.storage.compression": "zstd"}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := tp.Partition(0).Append(zstdBatch(1500, 1024)).Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := e.TrainZstdDict(ctx, "nogain"); err != nil || v != 1 {
+		t.Fatalf("train: version %d, %v", v, err)
+	}
+	if _, err := tp.trainDict(ctx, 8, tp.z.cur.Load()); !errors.Is(err, errNoGain) {
+		t.Fatalf("retraining on the same values: %v, want errNoGain", err)
+	}
+	if v, err := tp.currentDict(ctx); err != nil || v != 1 || tp.ZstdDictVersion() != 1 {
+		t.Fatalf("after a retraining without gain: current %d (%v), in use %d; want 1", v, err, tp.ZstdDictVersion())
+	}
+	if n, err := rc.Do(ctx, "HEXISTS", e.k.ZstdDicts("nogain"), 2); err != nil || n.IsNil() {
+		t.Fatal(err)
+	} else if x, _ := n.Int(); x != 0 {
+		t.Fatal("version 2 stored although it compresses no better")
 	}
 }
