@@ -53,23 +53,25 @@ trap 'exit 143' TERM
 mb() { awk -v b="$1" 'BEGIN { printf "%.1f MB", b / 1e6 }'; }
 kb_mb() { awk -v k="$1" 'BEGIN { printf "%.1f MB", k * 1024 / 1e6 }'; }
 verdict() { awk -v v="$1" -v t="$2" 'BEGIN { print (v <= t ? "ok" : "OVER") }'; }
-row() { printf '%-28s %12s   target %-8s %s\n' "$1" "$2" "$3" "$4"; }
+row() { printf '%-28s %12s   %-8s %s\n' "$1" "$2" "$3" "$4"; }
 # proc_kb PID FIELD: a /proc/PID/status field in kB (VmRSS, VmHWM).
 proc_kb() { awk -v f="$2:" '$1 == f { print $2 }' "/proc/$1/status"; }
 
 started=$SECONDS
 cd "$REPO"
+mkdir -p "$TMP/bin"
 echo "building korvet (go build -trimpath, with and without -s -w)"
-CGO_ENABLED=0 go build -trimpath -o "$TMP/korvet.full" . || die "go build failed"
-CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$TMP/korvet" . || die "go build -s -w failed"
+CGO_ENABLED=0 go build -trimpath -o "$TMP/bin/korvet.full" . || die "go build failed"
+CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$TMP/bin/korvet" . || die "go build -s -w failed"
 go build -o "$TMP/benchproduce" ./scripts/benchproduce || die "go build ./scripts/benchproduce failed"
-full=$(stat -c %s "$TMP/korvet.full")
-stripped=$(stat -c %s "$TMP/korvet")
+full=$(stat -c %s "$TMP/bin/korvet.full")
+stripped=$(stat -c %s "$TMP/bin/korvet")
 
 echo
-echo "largest modules by symbol size (go tool nm -size; the stripped binary has the same code):"
-go tool nm -size "$TMP/korvet.full" | awk '
-	NF >= 4 {
+echo "largest modules by machine code (text symbols of go tool nm -size; the stripped binary has"
+echo "the same code, and its function tables (.gopclntab) grow with it):"
+go tool nm -size "$TMP/bin/korvet.full" | awk '
+	NF >= 4 && ($3 == "T" || $3 == "t") {
 		# Module of a symbol: host/owner/repo for the code hosts, else
 		# host/first; a first element without a dot is the standard
 		# library (runtime included) or package main.
@@ -77,7 +79,7 @@ go tool nm -size "$TMP/korvet.full" | awk '
 		sub(/^type:/, "", sym); sub(/^go:itab\./, "", sym); sub(/^\*/, "", sym)
 		n = split(sym, p, "/")
 		if (p[1] !~ /\./ || n < 2) {
-			mod = "std, runtime and main"
+			mod = "standard library, runtime and main"
 		} else {
 			k = (p[1] ~ /^(github\.com|golang\.org|gopkg\.in)$/) ? 3 : 2
 			if (k > n) k = n
@@ -97,7 +99,7 @@ if [[ $DEB == 1 ]]; then
 	deb=$(stat -c %s "$debfile")
 fi
 
-BIN=${KORVET_BIN:-$TMP/korvet}
+BIN=${KORVET_BIN:-$TMP/bin/korvet}
 start_redis "$TMP/redis"
 if [[ -n ${BUDGET:-} ]]; then
 	# A [memory] table after [redis]: start_korvet writes [redis] last.
@@ -121,7 +123,7 @@ loaded=$(proc_kb "$KORVET_PID" VmHWM)
 after=$(proc_kb "$KORVET_PID" VmRSS)
 
 echo
-printf '%-28s %12s   %-15s %s\n' "figure" "measured" "target" ""
+printf '%-28s %12s   %-8s %s\n' "figure" "measured" "target" ""
 row "binary (-trimpath)" "$(mb "$full")" "-" ""
 row "binary stripped (-s -w)" "$(mb "$stripped")" "40 MB" "$(verdict "$stripped" 40e6)"
 if [[ -n $deb ]]; then
