@@ -141,3 +141,16 @@ func TestMemoryBudgetSetsGOMEMLIMIT(t *testing.T) {
 		})
 	}
 }
+
+// TestMemoryBudgetReachesCaches checks that the plan's sizes are what the
+// cold tier and the KV index are opened with.
+func TestMemoryBudgetReachesCaches(t *testing.T) {
+	c := defaultConfig()
+	c.Memory.Budget = 64 << 20
+	if cc := c.coldConfig(); cc.ReadCacheBytes != 16<<20 || cc.FooterCacheBytes != 8<<20 {
+		t.Errorf("cold config with a 64MiB budget: row groups %d, footers %d; want 16 MiB and 8 MiB", cc.ReadCacheBytes, cc.FooterCacheBytes)
+	}
+	if eo := engineOptions(c, nil, nil); eo.Index.CacheSize != 4<<20 {
+		t.Errorf("index block cache %d with a 64MiB budget, want 4 MiB", eo.Index.CacheSize)
+	}
+}
