@@ -158,6 +158,11 @@ type Config struct {
 		CacheDir           string   `toml:"cache_dir"`
 		ArchiveInterval    duration `toml:"archive_interval"`
 	} `toml:"cold"`
+	// Memory is what korvet may use (memory.go): it sizes the caches and
+	// sets the Go runtime's soft limit.
+	Memory struct {
+		Budget byteSize `toml:"budget"`
+	} `toml:"memory"`
 	// TopicDefaults holds broker-level topic config defaults. TOML reads an
 	// unquoted dotted name (retention.ms = 1) as nested tables, and values
 	// may be numbers or booleans: flattenTopicDefaults turns it all into
@@ -239,6 +244,7 @@ func defaultConfig() Config {
 	c.Cold.Region = "us-east-1"
 	c.Cold.PathStyle = true
 	c.Cold.ArchiveInterval.Duration = 2 * time.Second
+	c.Memory.Budget = defaultMemoryBudget
 	return c
 }
 
@@ -394,6 +400,9 @@ func loadConfig(path string) (Config, error) {
 	}
 	if c.Cold.ArchiveInterval.Duration <= 0 {
 		return c, bad(toml.Key{"cold", "archive_interval"}, "must be positive")
+	}
+	if b := c.Memory.Budget; b != 0 && b < minMemoryBudget {
+		return c, bad(toml.Key{"memory", "budget"}, "must be 0 (unlimited) or at least 32MiB, got %s", b)
 	}
 	if err := c.checkListeners(bad); err != nil {
 		return c, err
@@ -699,5 +708,7 @@ func (c *Config) coldConfig() cold.Config {
 		PathStyle: c.Cold.PathStyle, TLS: c.Cold.TLS, InsecureSkipVerify: c.Cold.InsecureSkipVerify,
 		RESTCatalogURL: c.Cold.RESTCatalogURL, RESTCatalogToken: c.Cold.RESTCatalogToken,
 		CacheDir: cache,
+
+		ReadCacheBytes: c.memoryPlan().rowGroups, FooterCacheBytes: c.memoryPlan().footers,
 	}
 }

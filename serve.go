@@ -32,6 +32,7 @@ import (
 func serve(ctx context.Context, cfg Config, logOut io.Writer) error {
 	log := newLogger(cfg, logOut)
 	started := time.Now()
+	defer applyMemoryLimit(cfg.memoryPlan(), log)()
 
 	rc, err := connectRedis(ctx, cfg, log)
 	if err != nil {
@@ -193,7 +194,7 @@ func engineOptions(cfg Config, store *cold.Store, log *slog.Logger) engine.Optio
 		TieringInterval:   cfg.Cold.ArchiveInterval.Duration,
 		// The engine reads 0 as its default; "0s" in the file means off.
 		MemorySampleInterval: cmp.Or(cfg.Redis.MemorySampleInterval.Duration, -1),
-		Index:                engine.IndexOptions{Dir: indexDir(cfg)},
+		Index:                engine.IndexOptions{Dir: indexDir(cfg), CacheSize: cfg.memoryPlan().indexCache},
 		// The engine reads 0 as its default; "0s" in the file means none.
 		GroupInitialRebalanceDelay: cmp.Or(cfg.Kafka.GroupInitialRebalanceDelay.Duration, -1),
 		GroupCleanupInterval:       cfg.Kafka.GroupCleanupInterval.Duration,
@@ -251,7 +252,7 @@ func newKafkaServer(cfg Config, eng *engine.Engine, users *auth.Store, policy *a
 		MaxRequestBytes:      cfg.Kafka.MaxRequestBytes,
 		NodeID:               cfg.Kafka.NodeID,
 		MaxConnections:       cfg.Kafka.MaxConnections,
-		MaxInFlightBytes:     cfg.Kafka.MaxInFlightBytes,
+		MaxInFlightBytes:     cfg.memoryPlan().inflight,
 		Metrics:              m,
 		Auth:                 users,
 		ACLs:                 cfg.Kafka.ACLs,

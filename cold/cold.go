@@ -76,6 +76,9 @@ type Config struct {
 	// ReadCacheBytes bounds the memory of decoded row groups kept for
 	// consumers reading on (default 64 MiB).
 	ReadCacheBytes int
+	// FooterCacheBytes bounds the memory of parsed Parquet footers
+	// (default 32 MiB); CacheDir keeps them on disk regardless.
+	FooterCacheBytes int
 }
 
 // DefaultWarehouse is where tables go when Config.Warehouse is empty.
@@ -172,6 +175,9 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Store, error) {
 	if cfg.ReadCacheBytes <= 0 {
 		cfg.ReadCacheBytes = 64 << 20
 	}
+	if cfg.FooterCacheBytes <= 0 {
+		cfg.FooterCacheBytes = 32 << 20
+	}
 	s := &Store{
 		cfg:       cfg,
 		log:       log,
@@ -218,7 +224,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Store, error) {
 	default:
 		return nil, fmt.Errorf("cold: warehouse %q: scheme must be s3 or file", redact.URL(cfg.Warehouse))
 	}
-	if s.footers, err = newFooterCache(cfg.CacheDir, 32<<20); err != nil {
+	if s.footers, err = newFooterCache(cfg.CacheDir, cfg.FooterCacheBytes); err != nil {
 		return nil, err
 	}
 	if cfg.RESTCatalogURL != "" {
