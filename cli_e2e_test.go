@@ -5,8 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -231,9 +229,6 @@ func TestCLIEndToEnd(t *testing.T) {
 		t.Errorf("groups list: %s", out)
 	}
 
-	// The dashboard's metrics, now that a topic, records and a group exist.
-	checkDashboardMetrics(t, k)
-
 	var reset struct {
 		Offsets []struct {
 			Partition int32 `json:"partition"`
@@ -375,35 +370,4 @@ func runCLISmoke(t *testing.T, k *cliKorvet, conn ...string) {
 	if err != nil {
 		t.Errorf("scripts/cli-smoke.sh: %v\n%s", err, out)
 	}
-}
-
-// checkDashboardMetrics: every metric the Grafana dashboard queries is in
-// korvet's /metrics (the memory sampler's families come within a sample
-// interval, archiving's once the tiering loop ran).
-func checkDashboardMetrics(t *testing.T, k *cliKorvet) {
-	t.Helper()
-	want := dashboardMetrics(t)
-	hc := &http.Client{Timeout: 10 * time.Second}
-	testbed.Eventually(t, 60*time.Second, "every dashboard metric in /metrics", func() (bool, string) {
-		req, _ := http.NewRequest(http.MethodGet, "http://"+k.HTTPAddr+"/metrics", nil)
-		req.SetBasicAuth("root", cliRootPassword)
-		res, err := hc.Do(req)
-		if err != nil {
-			return false, err.Error()
-		}
-		body, _ := io.ReadAll(io.LimitReader(res.Body, 16<<20))
-		res.Body.Close()
-		if res.StatusCode != http.StatusOK {
-			return false, res.Status
-		}
-		fams := exportedFamilies(string(body))
-		var missing []string
-		for name, panel := range want {
-			if !fams[name] {
-				missing = append(missing, name+" (panel "+panel+")")
-			}
-		}
-		sort.Strings(missing)
-		return len(missing) == 0, "missing: " + strings.Join(missing, ", ")
-	})
 }

@@ -371,7 +371,8 @@ func TestCompletionScripts(t *testing.T) {
 				}
 			}
 		}
-		if !strings.Contains(script, "--partitions") || !strings.Contains(script, "list --output names") {
+		flag := map[string]string{"bash": "--partitions", "zsh": "--partitions", "fish": "-l partitions"}[sh]
+		if !strings.Contains(script, flag) || !strings.Contains(script, "list --output names") {
 			t.Errorf("%s completion lacks flags or name completion", sh)
 		}
 		check := map[string][]string{"bash": {"bash", "-n"}, "zsh": {"zsh", "-n"}, "fish": {"fish", "--no-execute"}}[sh]

@@ -1,17 +1,26 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"io"
+	"net/http"
 	"os"
 	"reflect"
 	"sort"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/korvet/korvet/internal/testbed"
 )
 
 // The Grafana dashboard (packaging/grafana/korvet.json) must only query
-// metrics korvet exports: TestGrafanaDashboardMetrics (cli_e2e_test.go)
-// checks every name against a running korvet's /metrics.
+// metrics korvet exports: TestGrafanaDashboardMetrics checks every name
+// against a running korvet's /metrics.
 
 const dashboardPath = "packaging/grafana/korvet.json"
 
@@ -217,4 +226,61 @@ func TestGrafanaDashboardParses(t *testing.T) {
 	if len(names) < 25 {
 		t.Errorf("dashboard queries only %d metrics: %v", len(names), names)
 	}
+}
+
+// TestGrafanaDashboardMetrics starts korvet on a real redis-server, makes
+// every family appear (a topic, records, a group that committed, the
+// memory sampler and the archiving loop run) and checks that each metric
+// the dashboard queries is in /metrics.
+func TestGrafanaDashboardMetrics(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts redis-server and korvet")
+	}
+	r := testbed.StartRedis(t)
+	k := testbed.StartKorvet(t, testbed.KorvetOptions{RedisURL: r.URL, Extra: "redis.memory_sample_interval = \"1s\"\ncold.archive_interval = \"1s\""})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(k.KafkaAddr), kgo.ConsumerGroup("dash"), kgo.ConsumeTopics("dash"),
+		kgo.DisableAutoCommit(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 2, 1, nil, "dash"); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 20; i++ {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "dash", Key: []byte{byte(i)}, Value: []byte("value")}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for got := 0; got < 10 && ctx.Err() == nil; {
+		got += len(cl.PollFetches(ctx).Records())
+	}
+	if err := cl.CommitUncommittedOffsets(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	want := dashboardMetrics(t)
+	hc := &http.Client{Timeout: 10 * time.Second}
+	testbed.Eventually(t, 60*time.Second, "every dashboard metric in /metrics", func() (bool, string) {
+		res, err := hc.Get("http://" + k.HTTPAddr + "/metrics")
+		if err != nil {
+			return false, err.Error()
+		}
+		body, _ := io.ReadAll(io.LimitReader(res.Body, 16<<20))
+		res.Body.Close()
+		if res.StatusCode != http.StatusOK {
+			return false, res.Status
+		}
+		fams := exportedFamilies(string(body))
+		var missing []string
+		for name, panel := range want {
+			if !fams[name] {
+				missing = append(missing, name+" (panel "+panel+")")
+			}
+		}
+		sort.Strings(missing)
+		return len(missing) == 0, "missing: " + strings.Join(missing, ", ")
+	})
 }
