@@ -219,13 +219,17 @@ func decodeAPIError(res *http.Response, raw []byte, path string) error {
 		Error   string `json:"error"`
 		Message string `json:"message"`
 	}
-	if json.Unmarshal(raw, &body) == nil && (body.Error != "" || body.Message != "") {
+	_ = json.Unmarshal(raw, &body)
+	if body.Error == "no_such_route" || body.Error == "method_not_allowed" {
+		return fmt.Errorf("this korvet does not serve %s %s (%s): is it older than this korvet command?", res.Request.Method, path, res.Status)
+	}
+	if body.Error != "" || body.Message != "" {
 		e.code, e.message = body.Error, body.Message
 		return e
 	}
 	if res.StatusCode == http.StatusNotFound || res.StatusCode == http.StatusMethodNotAllowed {
 		// Not the API's answer: this korvet predates the route.
-		return fmt.Errorf("this korvet does not serve %s (%s): is it older than this korvet command?", path, res.Status)
+		return fmt.Errorf("this korvet does not serve %s %s (%s): is it older than this korvet command?", res.Request.Method, path, res.Status)
 	}
 	text := strings.TrimSpace(string(raw))
 	if len(text) > 500 {

@@ -107,7 +107,7 @@ func TestCLIEndToEnd(t *testing.T) {
 	k := startCLIKorvet(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(k.KafkaAddr))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(k.KafkaAddr), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -319,7 +319,9 @@ func TestCLIServerErrors(t *testing.T) {
 		{400, `{"error":"invalid_config","message":"retention.ms: not a number"}`, 1, "retention.ms: not a number"},
 		{503, `{"error":"coordinator_not_available","message":"try again"}`, 1, "try again"},
 		{502, `<html>bad gateway</html>`, 1, "502 Bad Gateway: <html>bad gateway</html>"},
-		{404, `404 page not found`, 1, "does not serve /api/v1/topics/nope"},
+		{404, `404 page not found`, 1, "does not serve DELETE /api/v1/topics/nope"},
+		{404, `{"error":"no_such_route","message":"no route"}`, 1, "does not serve DELETE /api/v1/topics/nope"},
+		{405, `{"error":"method_not_allowed","message":"use GET"}`, 1, "is it older"},
 	} {
 		f.status, f.body = tc.status, tc.body
 		stdout, stderr, code := runCLI(nil, "topics", "delete", "nope", "--url", srv.URL)

@@ -322,6 +322,7 @@ type apiBytes struct {
 	Text      *string `json:"text"`
 	JSON      any     `json:"json"`
 	Base64    *string `json:"base64"`
+	Null      bool    `json:"null"` // a tombstone's value
 	Size      int     `json:"size"`
 	Truncated bool    `json:"truncated"`
 }
@@ -332,6 +333,8 @@ func (b *apiBytes) String() string {
 	}
 	var s string
 	switch {
+	case b.Null:
+		return "(null)"
 	case b.Text != nil:
 		s = strconv.Quote(*b.Text)
 		s = s[1 : len(s)-1] // control characters escaped, no quotes
