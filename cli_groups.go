@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -17,11 +16,6 @@ func groupPath(name string, rest ...string) string {
 	return "/api/v1/groups/" + url.PathEscape(name) + strings.Join(rest, "")
 }
 
-func jsonText(v any) string {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return fmt.Sprint(v)
-	}
 	return string(b)
 }
 

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -319,12 +321,12 @@ func topicsProduce(x *cliRun) error {
 
 // apiBytes is a key, header value or record value as the API shows it.
 type apiBytes struct {
-	Text      *string `json:"text"`
-	JSON      any     `json:"json"`
-	Base64    *string `json:"base64"`
-	Null      bool    `json:"null"` // a tombstone's value
-	Size      int     `json:"size"`
-	Truncated bool    `json:"truncated"`
+	Text      *string         `json:"text"`
+	JSON      json.RawMessage `json:"json"` // raw: big numbers stay exact
+	Base64    *string         `json:"base64"`
+	Null      bool            `json:"null"` // a tombstone's value
+	Size      int             `json:"size"`
+	Truncated bool            `json:"truncated"`
 }
 
 func (b *apiBytes) String() string {
@@ -338,8 +340,12 @@ func (b *apiBytes) String() string {
 	case b.Text != nil:
 		s = strconv.Quote(*b.Text)
 		s = s[1 : len(s)-1] // control characters escaped, no quotes
-	case b.JSON != nil:
-		s = jsonText(b.JSON)
+	case len(b.JSON) > 0:
+		var c bytes.Buffer
+		if json.Compact(&c, b.JSON) != nil {
+			return string(b.JSON)
+		}
+		s = c.String()
 	case b.Base64 != nil:
 		raw, err := base64.StdEncoding.DecodeString(*b.Base64)
 		if err != nil {
