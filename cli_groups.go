@@ -16,9 +16,6 @@ func groupPath(name string, rest ...string) string {
 	return "/api/v1/groups/" + url.PathEscape(name) + strings.Join(rest, "")
 }
 
-	return string(b)
-}
-
 func groupsNoun() cliNoun {
 	return cliNoun{name: "groups", summary: "list, describe, reset and delete consumer groups of a running korvet", verbs: []cliVerb{
 		{name: "list", synopsis: "[--output table|json|names]", help: "Lists the groups you may describe, with their state and total lag.\n--output names prints one name a line.",
