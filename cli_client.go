@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -125,6 +126,14 @@ func connect(a cliArgs, env cliEnv, outputs ...string) (*adminConn, error) {
 			return nil, usagef("[http] listen: %v", err)
 		}
 		viaSocket = socketExists(cfg)
+		if viaSocket && socketRefused(adminSocket(cfg)) {
+			// Another user's socket (it is korvet's, mode 0600): log in
+			// over HTTP instead.
+			viaSocket = false
+			if c.base, c.hc, err = httpAdminClient(cfg); err != nil {
+				return nil, usagef("[http] listen: %v", err)
+			}
+		}
 		cfgToken = cfg.HTTP.AdminToken
 	}
 	token := a.str("token")
@@ -245,4 +254,14 @@ func (c *adminConn) shownBase() string {
 		return "the admin socket"
 	}
 	return c.base
+}
+
+// socketRefused tells whether this user may not connect to the socket.
+func socketRefused(path string) bool {
+	c, err := net.DialTimeout("unix", path, time.Second)
+	if err != nil {
+		return errors.Is(err, os.ErrPermission)
+	}
+	c.Close()
+	return false
 }
