@@ -226,8 +226,15 @@ func topicsAlter(x *cliRun) error {
 		x.printf("dry run: the change is valid, nothing was changed\n")
 		return nil
 	}
-	x.printf("altered topic %s\n\n", name)
-	return x.printConfigs(out.Configs)
+	// The configs set on the topic: the defaults are in describe.
+	var set []apiConfig
+	for _, c := range out.Configs {
+		if !strings.Contains(c.Source, "default") && !strings.Contains(c.Source, "broker") {
+			set = append(set, c)
+		}
+	}
+	x.printf("altered topic %s; its own configs now:\n\n", name)
+	return x.printConfigs(set)
 }
 
 func topicsAddPartitions(x *cliRun) error {
