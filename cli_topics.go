@@ -227,14 +227,14 @@ func topicsAlter(x *cliRun) error {
 		return nil
 	}
 	// The configs set on the topic: the defaults are in describe.
-	var set []apiConfig
+	var own []apiConfig
 	for _, c := range out.Configs {
 		if !strings.Contains(c.Source, "default") && !strings.Contains(c.Source, "broker") {
-			set = append(set, c)
+			own = append(own, c)
 		}
 	}
 	x.printf("altered topic %s; its own configs now:\n\n", name)
-	return x.printConfigs(set)
+	return x.printConfigs(own)
 }
 
 func topicsAddPartitions(x *cliRun) error {
