@@ -389,3 +389,30 @@ func TestCompletionScripts(t *testing.T) {
 		}
 	}
 }
+
+// TestCLIConfigTarget: without --url the CLI reaches [http] listen of the
+// config (no admin socket in its data_dir) with the config's admin token;
+// --user without a password and without a terminal is a usage error.
+func TestCLIConfigTarget(t *testing.T) {
+	f := &fakeAPI{status: 200, body: `[]`}
+	srv := httptest.NewServer(f)
+	defer srv.Close()
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "korvet.toml")
+	text := fmt.Sprintf("data_dir = %q\nhttp.listen = %q\nhttp.admin_token = \"0123456789abcdef0123\"\n", dir, strings.TrimPrefix(srv.URL, "http://"))
+	if err := os.WriteFile(cfg, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, stderr, code := runCLI(nil, "groups", "list", "--config", cfg); code != 0 {
+		t.Fatalf("groups list --config: exit %d: %s", code, stderr)
+	}
+	if len(f.got) != 1 || f.got[0] != "GET /api/v1/groups" || f.headers[0].Get("Authorization") != "Bearer 0123456789abcdef0123" {
+		t.Errorf("sent %q with Authorization %q", f.got, f.headers[0].Get("Authorization"))
+	}
+	if _, stderr, code := runCLI(nil, "groups", "list", "--config", cfg, "--user", "bob"); code != exitUsage || !strings.Contains(stderr, "KORVET_PASSWORD") {
+		t.Errorf("--user without a password: exit %d, stderr %q", code, stderr)
+	}
+	if len(f.got) != 1 {
+		t.Errorf("a request was sent without a password: %q", f.got)
+	}
+}
