@@ -34,6 +34,11 @@ func adminClient(cfg Config) (string, *http.Client, error) {
 		}}
 		return "http://korvet", &http.Client{Timeout: 10 * time.Second, Transport: tr}, nil
 	}
+	return httpAdminClient(cfg)
+}
+
+// httpAdminClient reaches the running korvet over [http] listen.
+func httpAdminClient(cfg Config) (string, *http.Client, error) {
 	host, port, err := net.SplitHostPort(cfg.HTTP.Listen)
 	if err != nil {
 		return "", nil, err

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"net/http"
 	"os"
@@ -65,6 +66,7 @@ func TestDebPackage(t *testing.T) {
 		regexp.MustCompile(`(?m)^-rw-r--r-- root/root .* \./lib/systemd/system/korvet-index-rebuild\.service$`),
 		regexp.MustCompile(`(?m)^-rw-r--r-- root/root .* \./lib/systemd/system/korvet-index-rebuild\.timer$`),
 		regexp.MustCompile(`(?m)^-rw-r--r-- root/root .* \./usr/share/doc/korvet/copyright$`),
+		regexp.MustCompile(`(?m)^-rw-r--r-- root/root .* \./usr/share/korvet/grafana/korvet\.json$`),
 	} {
 		if !want.MatchString(contents) {
 			t.Errorf("dpkg-deb -c has no line matching %s:\n%s", want, contents)
@@ -105,6 +107,11 @@ func TestDebPackage(t *testing.T) {
 		if got := debRun(t, bin, "version"); got != "korvet "+version+"\n" {
 			t.Errorf("packaged korvet version = %q", got)
 		}
+	}
+	if got, err := os.ReadFile(filepath.Join(x, "usr/share/korvet/grafana/korvet.json")); err != nil {
+		t.Error(err)
+	} else if want, _ := os.ReadFile("packaging/grafana/korvet.json"); !bytes.Equal(got, want) {
+		t.Error("the packaged Grafana dashboard differs from packaging/grafana/korvet.json")
 	}
 	copyright, err := os.ReadFile(filepath.Join(x, "usr/share/doc/korvet/copyright"))
 	if err != nil {

@@ -37,6 +37,13 @@ usage:
   korvet user add|delete|list [--config korvet.toml] [NAME]
                                         manage SASL users (password from a
                                         prompt or stdin)
+  korvet topics list|describe|create|delete|alter|add-partitions|delete-records|produce|tail
+  korvet groups list|describe|delete|reset-offsets
+  korvet acls list|create|delete
+  korvet users list|set|delete
+                                        administer a running korvet over its admin
+                                        socket or --url (korvet topics --help, ...)
+  korvet completion bash|zsh|fish       print a shell completion script
   korvet version                        print the version
 `
 
@@ -76,6 +83,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runIndex(args[1:], stdout, stderr)
 	case "user":
 		return runUser(args[1:], os.Stdin, stdout, stderr)
+	case "topics", "groups", "acls", "users":
+		return runAdmin(args[0], args[1:], cliEnv{stdin: os.Stdin, stdout: stdout, stderr: stderr, getenv: os.Getenv})
+	case "completion":
+		return runCompletion(args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0

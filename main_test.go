@@ -30,6 +30,7 @@ var binDir string
 
 func TestMain(m *testing.M) {
 	code := m.Run()
+	testbed.RemoveKorvetBuild()
 	if binDir != "" {
 		os.RemoveAll(binDir)
 	}

@@ -14,8 +14,8 @@ import (
 	"unsafe"
 )
 
-// readHidden reads a password from terminal f without echo, asking twice.
-// isTerm is false when f is not a terminal (nothing is read then).
+// readHidden reads a password from terminal f without echo, asking twice
+// (once when again is "": a login, not a new password). isTerm is false when f is not a terminal (nothing is read then).
 func readHidden(f *os.File, prompt io.Writer, ask, again string) (pw string, isTerm bool, err error) {
 	fd := f.Fd()
 	var old syscall.Termios
@@ -57,6 +57,9 @@ func readHidden(f *os.File, prompt io.Writer, ask, again string) (pw string, isT
 	}
 	if first == "" {
 		return "", true, errors.New("empty password")
+	}
+	if again == "" {
+		return first, true, nil
 	}
 	second, err := read(again)
 	if err != nil {

@@ -53,7 +53,8 @@ export SOURCE_DATE_EPOCH
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 root=$work/root
-install -d "$root/DEBIAN" "$root/usr/bin" "$root/etc/korvet" "$root/lib/systemd/system" "$root/usr/share/doc/korvet"
+install -d "$root/DEBIAN" "$root/usr/bin" "$root/etc/korvet" "$root/lib/systemd/system" "$root/usr/share/doc/korvet" \
+	"$root/usr/share/korvet/grafana"
 
 log "building korvet $VERSION for $ARCH"
 CGO_ENABLED=${CGO_ENABLED:-0} GOOS=linux GOARCH=$GOARCH \
@@ -78,6 +79,7 @@ chmod 0640 "$root/etc/korvet/korvet.toml"
 
 install -m 0644 systemd/korvet.service systemd/korvet-index-rebuild.service systemd/korvet-index-rebuild.timer "$root/lib/systemd/system/"
 install -m 0644 README.md "$root/usr/share/doc/korvet/README.md"
+install -m 0644 packaging/grafana/korvet.json "$root/usr/share/korvet/grafana/korvet.json"
 install -m 0755 packaging/deb/postinst packaging/deb/prerm packaging/deb/postrm "$root/DEBIAN/"
 echo /etc/korvet/korvet.toml >"$root/DEBIAN/conffiles"
 
