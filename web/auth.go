@@ -36,6 +36,14 @@ type Passwords interface {
 	CheckPassword(ctx context.Context, user, password string) error
 }
 
+// credentialGenerations is what a Passwords may also have (*auth.Store
+// does): a number that changes whenever a credential may have changed.
+// Cached logins are trusted only while it stays the same; without it they
+// are trusted for the cache's TTL.
+type credentialGenerations interface {
+	CredentialGeneration() uint64
+}
+
 // identity is who sent a request.
 type identity struct {
 	principal string // "User:name"
@@ -242,11 +250,18 @@ type loginCache struct {
 	max  int
 	sem  chan struct{}
 	mu   sync.Mutex
-	seen map[[32]byte]time.Time // -> expiry
+	seen map[[32]byte]cachedLogin
+}
+
+// cachedLogin is a verified login: until when it is trusted, and the
+// credential generation it was verified at.
+type cachedLogin struct {
+	expires time.Time
+	gen     uint64
 }
 
 func newLoginCache() *loginCache {
-	c := &loginCache{ttl: 30 * time.Second, max: 1024, sem: make(chan struct{}, 2), seen: map[[32]byte]time.Time{}}
+	c := &loginCache{ttl: 30 * time.Second, max: 1024, sem: make(chan struct{}, 2), seen: map[[32]byte]cachedLogin{}}
 	_, _ = rand.Read(c.key[:])
 	return c
 }
@@ -262,10 +277,15 @@ func (c *loginCache) check(ctx context.Context, pw Passwords, user, password str
 	var k [32]byte
 	m.Sum(k[:0])
 	now := time.Now()
+	var gen uint64
+	gens, _ := pw.(credentialGenerations)
+	if gens != nil {
+		gen = gens.CredentialGeneration()
+	}
 	c.mu.Lock()
-	exp, ok := c.seen[k]
+	e, ok := c.seen[k]
 	c.mu.Unlock()
-	if ok && now.Before(exp) {
+	if ok && now.Before(e.expires) && e.gen == gen {
 		return true
 	}
 	select {
@@ -281,8 +301,8 @@ func (c *loginCache) check(ctx context.Context, pw Passwords, user, password str
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(c.seen) >= c.max {
-		for k, exp := range c.seen {
-			if now.After(exp) {
+		for k, e := range c.seen {
+			if now.After(e.expires) || e.gen != gen {
 				delete(c.seen, k)
 			}
 		}
@@ -290,7 +310,9 @@ func (c *loginCache) check(ctx context.Context, pw Passwords, user, password str
 			clear(c.seen)
 		}
 	}
-	c.seen[k] = now.Add(c.ttl)
+	// gen was read before the check: a change during it leaves an entry
+	// that the next request does not trust.
+	c.seen[k] = cachedLogin{expires: now.Add(c.ttl), gen: gen}
 	return true
 }
 

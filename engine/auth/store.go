@@ -47,6 +47,12 @@ type Store struct {
 	acls  atomic.Pointer[aclSet]
 
 	bus *events.Bus
+	// credGen counts credential changes seen: this Store's own, and
+	// other brokers' through the bus. Caches of verified logins (the
+	// HTTP side's) trust an entry only while it is unchanged, so a
+	// deleted user or a changed password stops working at once here and
+	// within an event's delay on the other brokers.
+	credGen atomic.Uint64
 }
 
 // Open returns a Store on rc and loads the ACLs.
@@ -69,6 +75,8 @@ func Open(ctx context.Context, rc *resp.Client, opts Options) (*Store, error) {
 	} else {
 		s.bus.Subscribe(events.ACL, s.onACLEvent)
 		s.bus.Subscribe(events.Resync, s.onACLEvent)
+		s.bus.Subscribe(events.User, func(events.Event) { s.credGen.Add(1) })
+		s.bus.Subscribe(events.Resync, func(events.Event) { s.credGen.Add(1) })
 	}
 	return s, nil
 }
@@ -143,6 +151,10 @@ func ValidUserName(name string) error {
 	return nil
 }
 
+// CredentialGeneration changes whenever a credential may have changed
+// (see credGen).
+func (s *Store) CredentialGeneration() uint64 { return s.credGen.Load() }
+
 // Credential returns user's credential for m; ok is false when there is
 // none.
 func (s *Store) Credential(ctx context.Context, m Mechanism, user string) (c Credential, ok bool, err error) {
@@ -174,6 +186,7 @@ func (s *Store) SetCredential(ctx context.Context, m Mechanism, user string, c C
 	if _, err := s.rc.Do(ctx, "HSET", s.k.SCRAM(m.String()), user, js); err != nil {
 		return fmt.Errorf("store %s credential of %q: %w", m, user, err)
 	}
+	s.credGen.Add(1)
 	s.announce(ctx, events.User, "user", user)
 	return nil
 }
@@ -187,6 +200,7 @@ func (s *Store) DeleteCredential(ctx context.Context, m Mechanism, user string) 
 	}
 	n, err := r.Int()
 	if n > 0 {
+		s.credGen.Add(1)
 		s.announce(ctx, events.User, "user", user)
 	}
 	return n > 0, err
