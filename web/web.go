@@ -105,7 +105,9 @@ type server struct {
 	// adminHash is the token's SHA-256; hashing both sides first makes the
 	// comparison constant-time whatever the lengths.
 	adminHash *[32]byte
-	logins    *loginCache
+	// openPage serves the page's files without a login (gate, pageShell).
+	openPage bool
+	logins   *loginCache
 	// failBody, when set, writes the gate's refusals (default writeError).
 	failBody func(w http.ResponseWriter, code int, msg string)
 	// leaderMoves counts leader events (korvet_leadership_moves_total).
@@ -144,6 +146,7 @@ func New(eng *engine.Engine, opts Options) http.Handler {
 	}
 
 	assets, _ := fs.Sub(static, "static")
+	s.openPage = true
 	files := http.StripPrefix("/static", http.FileServerFS(assets))
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 		pageHeaders(w)
