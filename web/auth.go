@@ -108,6 +108,9 @@ func (s *server) gate(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
+		if pageFetch(r) {
+			w = noChallenge{w}
+		}
 		host, _, err := net.SplitHostPort(r.RemoteAddr)
 		if err != nil {
 			host = r.RemoteAddr

@@ -50,3 +50,28 @@ func TestPageShellBeforeLogin(t *testing.T) {
 		t.Errorf("alice: %d %s, want 200", w.Code, w.Body)
 	}
 }
+
+// A browser's fetch gets its 401 without the Basic challenge, so that the
+// page's form asks for the login, not the browser's prompt; a navigation
+// keeps it.
+func TestPageFetchNoChallenge(t *testing.T) {
+	eng, _ := openEngine(t)
+	h := New(eng, Options{Version: "v1", Started: time.Now(), Logger: quiet, Login: LoginBasic,
+		Passwords: fixedPasswords{"alice": "alice-pw"}})
+	for _, tc := range []struct {
+		dest      string
+		challenge bool
+	}{{"empty", false}, {"document", true}, {"", true}} {
+		req := httptest.NewRequest("GET", "/api/v1/status", nil)
+		if tc.dest != "" {
+			req.Header.Set("Sec-Fetch-Dest", tc.dest)
+			req.Header.Set("Sec-Fetch-Site", "same-origin")
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		if got := w.Header().Get("WWW-Authenticate") != ""; w.Code != http.StatusUnauthorized || got != tc.challenge ||
+			!strings.Contains(w.Body.String(), "log in") {
+			t.Errorf("Sec-Fetch-Dest %q: %d, challenge %v %s; want 401, challenge %v", tc.dest, w.Code, got, w.Body, tc.challenge)
+		}
+	}
+}
