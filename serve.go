@@ -14,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/korvet/korvet/cold"
 	"github.com/korvet/korvet/engine"
@@ -101,6 +102,8 @@ func serve(ctx context.Context, cfg Config, logOut io.Writer) error {
 		Started:       started,
 		Listeners:     shown,
 		Kafka:         kafkaStats(ks, kmetrics),
+		Admin:         adminVia(ks),
+		Context:       ctx,
 		Metrics:       reg,
 		AdminToken:    cfg.HTTP.AdminToken,
 		Login:         cfg.HTTP.Auth,
@@ -290,5 +293,12 @@ func stopHTTP(cfg Config, hs, us, rs *http.Server) {
 	if us != nil {
 		_ = us.Shutdown(shutCtx)
 		_ = os.Remove(adminSocket(cfg))
+	}
+}
+
+// adminVia runs the HTTP admin API's Kafka requests on ks, as the caller.
+func adminVia(ks *kafkawire.Server) web.AdminFunc {
+	return func(ctx context.Context, principal string, super bool, host string, req kmsg.Request) (kmsg.Response, error) {
+		return ks.Local(ctx, kafkawire.Caller{Principal: principal, Super: super, Host: host}, req)
 	}
 }

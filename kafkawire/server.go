@@ -121,7 +121,10 @@ type Server struct {
 	mu    sync.Mutex
 	conns map[*conn]struct{}
 	perIP map[string]int // open connections per client IP
-	wg    sync.WaitGroup
+	// localListener is what Local's requests are told of this broker
+	// (setLocalListener); nil before ServeListeners.
+	localListener *listener
+	wg            sync.WaitGroup
 
 	// quit is closed when Serve stops accepting, so that calls parked on
 	// a consumer group (JoinGroup, SyncGroup) answer at once rather than
@@ -198,6 +201,7 @@ func (s *Server) ServeListeners(ctx context.Context, drain time.Duration, ls ...
 		}
 		return err
 	}
+	s.setLocalListener(served)
 	actx, stopAccepting := context.WithCancel(ctx)
 	defer stopAccepting()
 	errs := make(chan error, len(served))

@@ -479,16 +479,14 @@ func (s *server) groupViews(ctx context.Context, r *http.Request) []groupJSON {
 // apiIndexRebuild starts a rebuild of the KV index; its progress shows
 // in the status (index.rebuilding, index.last_rebuild).
 func (s *server) apiIndexRebuild(w http.ResponseWriter, r *http.Request) {
-	switch err := s.eng.KV().StartRebuild(); {
-	case errors.Is(err, engine.ErrKVDisabled):
-		writeError(w, http.StatusNotImplemented, "this korvet has no KV index to rebuild")
-		return
-	case err != nil: // one is running already
-		writeError(w, http.StatusConflict, err.Error())
-		return
+	var err error
+	switch serr := s.eng.KV().StartRebuild(); {
+	case errors.Is(serr, engine.ErrKVDisabled):
+		err = &apiError{status: http.StatusNotImplemented, code: "index_disabled", msg: "this korvet has no KV index to rebuild"}
+	case serr != nil: // one is running already
+		err = &apiError{status: http.StatusConflict, code: "rebuild_running", msg: serr.Error()}
 	}
-	s.log.Info("KV index rebuild requested", "remote", r.RemoteAddr)
-	writeJSON(w, http.StatusAccepted, map[string]string{"status": "rebuild started"})
+	s.finish(w, r, "index.rebuild", "index", http.StatusAccepted, map[string]string{"status": "rebuild started"}, err)
 }
 
 // addConsumerGroup fills in a consumer group's epochs and members.

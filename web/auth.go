@@ -126,7 +126,7 @@ func (s *server) gate(next http.Handler) http.Handler {
 			}
 		}
 		if r.Method != http.MethodGet && r.Method != http.MethodHead && crossSite(r) {
-			s.fail(w, http.StatusForbidden, "cross-site request refused: send it from korvet's own page or a non-browser client")
+			s.fail(w, r, http.StatusForbidden, "cross-site request refused: send it from korvet's own page or a non-browser client")
 			return
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), identityKey{}, id)))
@@ -152,34 +152,34 @@ func (s *server) login(w http.ResponseWriter, r *http.Request, host string) (ide
 	case strings.EqualFold(scheme, "Bearer") && s.adminHash != nil:
 		got := sha256.Sum256([]byte(strings.TrimSpace(cred)))
 		if subtle.ConstantTimeCompare(got[:], s.adminHash[:]) != 1 {
-			s.challenge(w, "wrong bearer token (the admin token is [http] admin_token)")
+			s.challenge(w, r, "wrong bearer token (the admin token is [http] admin_token)")
 			return id, false
 		}
 		id.principal, id.super = "admin token", true
 		return id, true
 	case strings.EqualFold(scheme, "Bearer"):
-		s.fail(w, http.StatusForbidden, "bearer tokens are disabled: set [http] admin_token in korvet.toml")
+		s.fail(w, r, http.StatusForbidden, "bearer tokens are disabled: set [http] admin_token in korvet.toml")
 		return id, false
 	case strings.EqualFold(scheme, "Basic") && s.opts.Passwords != nil:
 		user, password, ok := r.BasicAuth()
 		if !ok || !s.logins.check(r.Context(), s.opts.Passwords, user, password) {
 			s.log.Info("HTTP login failed", "remote", r.RemoteAddr, "user", user)
-			s.challenge(w, "wrong user name or password (users are the Kafka SASL users: korvet user add NAME)")
+			s.challenge(w, r, "wrong user name or password (users are the Kafka SASL users: korvet user add NAME)")
 			return id, false
 		}
 		id.principal = "User:" + user
 	case scheme != "":
-		s.challenge(w, "unsupported Authorization scheme "+scheme+" (use Basic with a korvet user)")
+		s.challenge(w, r, "unsupported Authorization scheme "+scheme+" (use Basic with a korvet user)")
 		return id, false
 	case s.opts.Login == LoginBasic:
-		s.challenge(w, "log in with a korvet user (HTTP Basic; users are the Kafka SASL users)")
+		s.challenge(w, r, "log in with a korvet user (HTTP Basic; users are the Kafka SASL users)")
 		return id, false
 	default:
 		// Anonymous: the only case a foreign page could ride on, through a
 		// DNS name that rebinds to this host. Such a request carries that
 		// name in Host; korvet's own names and IP literals are fine.
 		if s.opts.RestrictHosts && !s.knownHost(r.Host) {
-			s.fail(w, http.StatusMisdirectedRequest, "Host "+r.Host+" is not one of korvet's names: add it to [http] hosts, or use an IP address or localhost")
+			s.fail(w, r, http.StatusMisdirectedRequest, "Host "+r.Host+" is not one of korvet's names: add it to [http] hosts, or use an IP address or localhost")
 			return id, false
 		}
 		id.principal = auth.Anonymous
@@ -188,23 +188,27 @@ func (s *server) login(w http.ResponseWriter, r *http.Request, host string) (ide
 	return id, true
 }
 
-func (s *server) challenge(w http.ResponseWriter, msg string) {
+func (s *server) challenge(w http.ResponseWriter, r *http.Request, msg string) {
 	if s.opts.Passwords != nil {
 		w.Header().Set("WWW-Authenticate", `Basic realm="korvet", charset="UTF-8"`)
 	} else {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="korvet"`)
 	}
-	s.fail(w, http.StatusUnauthorized, msg)
+	s.fail(w, r, http.StatusUnauthorized, msg)
 }
 
 // fail answers a request the gate refuses, in the shape of the API the
 // server serves (the registry answers Confluent's error bodies).
-func (s *server) fail(w http.ResponseWriter, code int, msg string) {
-	if s.failBody != nil {
+func (s *server) fail(w http.ResponseWriter, r *http.Request, code int, msg string) {
+	switch {
+	case s.failBody != nil:
 		s.failBody(w, code, msg)
-		return
+	case strings.HasPrefix(r.URL.Path, "/api/v1/"):
+		// The admin API's error shape: {"error":code,"message":...}.
+		writeAPIError(w, &apiError{status: code, code: gateCode(code), msg: msg})
+	default:
+		writeError(w, code, msg)
 	}
-	writeError(w, code, msg)
 }
 
 // knownHost: an IP literal or a localhost name cannot be rebound; other
@@ -303,4 +307,17 @@ func (c *loginCache) check(ctx context.Context, pw Passwords, user, password str
 	}
 	c.seen[k] = now.Add(c.ttl)
 	return true
+}
+
+// gateCode is the admin API error code of a refusal by the gate.
+func gateCode(status int) string {
+	switch status {
+	case http.StatusUnauthorized:
+		return "unauthorized"
+	case http.StatusForbidden:
+		return "forbidden"
+	case http.StatusMisdirectedRequest:
+		return "unknown_host"
+	}
+	return "refused"
 }

@@ -5,6 +5,7 @@
 package web
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"embed"
@@ -33,6 +34,15 @@ type Options struct {
 	Listeners []Listener
 	// Kafka reports the Kafka server's connections and traffic.
 	Kafka func() KafkaStats
+	// Admin runs Kafka requests as the HTTP caller
+	// (kafkawire.Server.Local); nil turns the admin API off (503).
+	Admin AdminFunc
+	// Context bounds the handler's background work (the groups' lag
+	// history sampler); nil: no lag history is kept.
+	Context context.Context
+	// LagSampleEvery is how often each group's total lag is sampled for
+	// its lag history; 0 means 30s.
+	LagSampleEvery time.Duration
 	// Groups lists consumer groups with their lag; default eng.Groups().
 	Groups Groups
 	// Metrics is the process's Prometheus registry (the Kafka server's
@@ -110,33 +120,50 @@ type server struct {
 	logins   *loginCache
 	// failBody, when set, writes the gate's refusals (default writeError).
 	failBody func(w http.ResponseWriter, code int, msg string)
+	// lagHistory is every group's recent total lag (admin_lag.go).
+	lagHistory *lagHistory
+	// apiRoutes are the routes registered under /api/v1 ("METHOD path").
+	apiRoutes []string
 	// leaderMoves counts leader events (korvet_leadership_moves_total).
 	leaderMoves atomic.Int64
 }
 
 // New returns korvet's HTTP handler.
 func New(eng *engine.Engine, opts Options) http.Handler {
+	_, h := build(eng, opts)
+	return h
+}
+
+// build is New, with the server behind the handler (for tests).
+func build(eng *engine.Engine, opts Options) (*server, http.Handler) {
 	s := newServer(opts)
 	s.eng, s.groups = eng, opts.Groups
 	if s.groups == nil {
 		s.groups = eng.Groups()
 	}
 	s.countLeaderMoves(eng)
+	s.lagHistory = newLagHistory()
+	if opts.Context != nil {
+		go s.lagHistory.run(opts.Context, s.groups, cmp.Or(opts.LagSampleEvery, lagEveryDefault))
+	} else {
+		close(s.lagHistory.done)
+	}
 
-	mux := http.NewServeMux()
+	mux := &apiMux{ServeMux: http.NewServeMux()}
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("GET /readyz", s.readyz)
 	mux.HandleFunc("GET /metrics", s.clusterGuard(auth.OpDescribe, s.metrics))
 
-	mux.HandleFunc("GET /api/v1/status", s.apiStatus)
-	mux.HandleFunc("GET /api/v1/topics", s.apiTopics)
-	mux.HandleFunc("GET /api/v1/brokers", s.apiBrokers)
-	mux.HandleFunc("GET /api/v1/groups", s.apiGroups)
-	mux.HandleFunc("GET /api/v1/share-groups", s.apiShareGroups)
-	mux.HandleFunc("GET /api/v1/redis", s.apiRedis)
-	mux.HandleFunc("GET /api/v1/schemas", s.apiSchemas)
-	mux.HandleFunc("POST /api/v1/index/rebuild", s.admin(s.apiIndexRebuild))
-	registerKV(mux, eng.KV(), opts.KVMgetMaxBytes, opts.Schemas, s.topicGuard)
+	mux.route("GET /api/v1/status", s.apiStatus)
+	mux.route("GET /api/v1/topics", s.apiTopics)
+	mux.route("GET /api/v1/brokers", s.apiBrokers)
+	mux.route("GET /api/v1/groups", s.apiGroups)
+	mux.route("GET /api/v1/share-groups", s.apiShareGroups)
+	mux.route("GET /api/v1/redis", s.apiRedis)
+	mux.route("GET /api/v1/schemas", s.apiSchemas)
+	mux.route("POST /api/v1/index/rebuild", s.admin(s.apiIndexRebuild))
+	s.registerAdmin(mux)
+	registerKV(mux.ServeMux, eng.KV(), opts.KVMgetMaxBytes, opts.Schemas, s.topicGuard)
 	if store := eng.ColdStore(); store != nil {
 		// The Iceberg REST catalog, read-only: DuckDB, Trino, Spark or
 		// PyIceberg attach to the archive at http://HOST/iceberg. A table
@@ -158,7 +185,8 @@ func New(eng *engine.Engine, opts Options) http.Handler {
 	})
 	// The KV headers go outermost, so that refusals on KV paths carry
 	// them too.
-	return withKVHeaders(s.gate(mux))
+	s.apiRoutes = mux.patterns
+	return s, withKVHeaders(s.gate(mux))
 }
 
 // newServer returns a server with opts' logins and policy: the HTTP side's
@@ -241,9 +269,10 @@ func (s *server) admin(next http.HandlerFunc) http.HandlerFunc {
 		case s.mayAdmin(r):
 			next(w, r)
 		case identityOf(r).principal == auth.Anonymous:
-			s.challenge(w, "log in as a super user, or send Authorization: Bearer <[http] admin_token>")
+			s.challenge(w, r, "log in as a super user, or send Authorization: Bearer <[http] admin_token>")
 		default:
-			forbidden(w, r, "administering korvet (needs a super user, or ALTER on the cluster)")
+			writeAPIError(w, &apiError{status: http.StatusForbidden, code: "cluster_authorization_failed",
+				msg: identityOf(r).principal + " is not authorized for administering korvet (needs a super user, or ALTER on the cluster)"})
 		}
 	}
 }
