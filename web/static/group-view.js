@@ -36,7 +36,8 @@
 
   function render(g) {
     const members = g.members || [], offsets = g.offsets || [];
-    $("gv-state").replaceChildren(h("span", { class: "pill " + (g.state === "Stable" ? "ok" : ""), "data-field": "state" }, g.state || "?"),
+    const state = (g.state || "?").toLowerCase();
+    $("gv-state").replaceChildren(h("span", { class: "pill " + (state === "stable" ? "ok" : state === "dead" ? "bad" : ""), "data-field": "state" }, state),
       g.type ? h("span", { class: "muted small" }, " " + g.type + (g.protocol ? " · " + g.protocol : "")) : null);
     $("gv-members").replaceChildren(...(members.length ? members.map((m) => h("tr", null,
       h("td", { class: "mono small" }, m.member_id),

@@ -51,7 +51,7 @@
     $("tv-id").textContent = t.id || "";
     $("tv-id").hidden = !t.id;
     renderPartitions(t.partitions || []);
-    renderConfigs(t.configs || []);
+    renderConfigs(t.configs || [], t.configs_error);
     await loadRecords();
   }
 
@@ -72,7 +72,12 @@
   // Topic-level overrides can go back to the default.
   const ownSource = (src) => /topic/i.test(src || "");
 
-  function renderConfigs(configs) {
+  function renderConfigs(configs, why) {
+    if (why) {
+      // May see the topic, not its configs (DESCRIBE_CONFIGS).
+      $("tv-configs").replaceChildren(h("tr", null, h("td", { class: "empty", colSpan: 3 }, why)));
+      return;
+    }
     $("tv-configs").replaceChildren(...configs.map((c) => {
       const input = h("input", { value: c.sensitive ? "" : c.value ?? "", placeholder: c.sensitive ? "(sensitive)" : "", readOnly: !!c.read_only, spellcheck: false, "aria-label": c.name });
       const save = h("button", { type: "button", hidden: true }, "Save");
@@ -139,7 +144,7 @@
 
   // show renders a key, header or value in the chosen format.
   function show(f, fmt) {
-    if (!f) return h("span", { class: "muted" }, "null");
+    if (!f || f.null) return h("span", { class: "muted" }, f && f.null ? "null (tombstone)" : "null");
     if (fmt === "hex") return h("code", { class: "hex" }, hex(bytesOf(f)));
     if (fmt === "json") {
       let v = f.json;
@@ -164,9 +169,10 @@
       $("tv-records").replaceChildren(h("tr", null, h("td", { class: "empty", colSpan: 6 }, "No records.")));
       return;
     }
-    $("tv-records").replaceChildren(...records.map((r) => {
+    // The API lists them oldest first; the newest go on top.
+    $("tv-records").replaceChildren(...records.slice().reverse().map((r) => {
       const v = r.value;
-      const note = v && v.truncated ? h("div", { class: "muted small" }, "first bytes of " + fmtInt(v.size) + " B") : v ? h("div", { class: "muted small" }, fmtInt(v.size ?? 0) + " B") : null;
+      const note = v && v.null ? null : v && v.truncated ? h("div", { class: "muted small" }, "first bytes of " + fmtInt(v.size) + " B") : v ? h("div", { class: "muted small" }, fmtInt(v.size ?? 0) + " B") : null;
       return h("tr", { "data-offset": r.offset, "data-record-partition": r.partition },
         h("td", { class: "num" }, r.partition),
         h("td", { class: "num" }, r.offset),
