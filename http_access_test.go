@@ -337,7 +337,7 @@ archive_interval = "200ms"
 		if b.evalBool(`!document.getElementById("users").hidden || !document.getElementById("acls").hidden`) {
 			t.Error("alice sees the Users or ACLs panel")
 		}
-		b.shot(artifactDir(t), "status-page-login.png", 1280, 900)
+		b.shot(artifactDir(t), "status-page-login.png", 1280, 900, "")
 		b.checkConsole()
 	})
 

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -63,6 +64,8 @@ auth = "basic"
 	// asks for one when the API answers 401.
 	b.do("open the page", chromedp.Navigate(p.httpBase+"/"))
 	b.waitJS("the log-in form", `!document.getElementById("login").hidden && document.body.dataset.state === "login"`)
+	b.shot(art, "admin-login-phone.png", 390, 844, "")
+	b.do("back to the desktop", chromedp.EmulateViewport(1280, 900))
 	b.do("log in",
 		chromedp.SendKeys(chromedp.ID("login-user"), "root"),
 		chromedp.SendKeys(chromedp.ID("login-password"), "root-secret-1"),
@@ -125,7 +128,9 @@ auth = "basic"
 	b.waitJS("the value as pretty JSON", `document.querySelector("#tv-records td.value pre.json")?.textContent.includes('"hello": "web"')`)
 	b.do("show hex", chromedp.Click(chromedp.CSS(`input[name="tv-fmt"][value="hex"]`)))
 	b.waitJS("the value as hex", `document.querySelector("#tv-records td.value code.hex")?.textContent.startsWith("7b 22 68 65 6c 6c 6f 22")`)
-	b.shot(art, "admin-topic.png", 1280, 900)
+	b.shot(art, "admin-topic.png", 1280, 900, "")
+	b.shot(art, "admin-topic-phone.png", 390, 844, "topic-view")
+	b.do("back to the desktop", chromedp.EmulateViewport(1280, 900))
 
 	// A group that consumed the record, committed and left.
 	const group = "web-group"
@@ -164,14 +169,14 @@ auth = "basic"
 	if at := committed(); at != 1 {
 		t.Errorf("the dry run moved the offset to %d", at)
 	}
-	b.shot(art, "admin-group.png", 1280, 900)
+	b.shot(art, "admin-group.png", 1280, 900, "")
 	b.do("apply the reset", chromedp.Click(chromedp.ID("gv-r-apply")))
 	b.waitJS("the reset done", `document.getElementById("gv-r-plan").hidden && document.getElementById("notice").textContent.startsWith("Reset ")`)
 	if at := committed(); at != 0 {
 		t.Errorf("over Kafka, %s committed %d on %s/0 after the reset; want 0", group, at, topic)
 	}
 	b.waitJS("the group view showing it", `document.querySelector('#gv-offsets tr[data-offset-topic="web-orders"][data-offset-partition="0"] [data-field="committed"]')?.textContent === "0"`)
-	b.shot(art, "admin-phone.png", 390, 844)
+	b.shot(art, "admin-group-phone.png", 390, 844, "group-view")
 
 	// Delete the topic: the button waits for its name typed out.
 	b.do("open the topic again", chromedp.Evaluate[chromedp.Void](`location.hash = "#topic=web-orders"`))
@@ -312,15 +317,29 @@ func (b *browser) fail(what string, err error) {
 	b.t.Fatalf("%s: %v\npage: %s", what, err, state)
 }
 
-// shot keeps a full-page screenshot at a viewport width and height.
-func (b *browser) shot(dir, name string, width, height int64) {
+// shot keeps a screenshot at a viewport size: with view "" the whole page
+// from its top, else the viewport with the element of that id at its top
+// (as a phone user scrolled to it sees it).
+func (b *browser) shot(dir, name string, width, height int64, view string) {
 	b.t.Helper()
 	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
 	defer cancel()
 	if err := chromedp.Do(ctx, chromedp.EmulateViewport(width, height)); err != nil {
 		b.fail("viewport", err)
 	}
-	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	var png []byte
+	var err error
+	if view == "" {
+		err = chromedp.Do(ctx, chromedp.Evaluate[chromedp.Void](`window.scrollTo(0, 0)`))
+		if err == nil {
+			png, err = chromedp.Run(ctx, chromedp.FullScreenshot(100))
+		}
+	} else {
+		err = chromedp.Do(ctx, chromedp.Evaluate[chromedp.Void](`document.getElementById(`+strconv.Quote(view)+`).scrollIntoView({block: "start"})`))
+		if err == nil {
+			png, err = chromedp.Run(ctx, chromedp.CaptureScreenshot())
+		}
+	}
 	if err != nil {
 		b.fail("screenshot "+name, err)
 	}

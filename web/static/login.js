@@ -63,10 +63,12 @@
     changed();
   });
   document.addEventListener("korvet:unauthorized", (ev) => {
-    // A stored login that stopped working (password changed) is dropped.
-    if (login.get()) login.clear();
+    // A stored login that stopped working (password changed) is dropped,
+    // and korvet's reason shown; a first visit just gets the form.
+    const stale = !!login.get();
+    login.clear();
     showHeader();
-    open(ev.detail.message);
+    open(stale ? ev.detail.message : "");
   });
   showHeader();
 })();
