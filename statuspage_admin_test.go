@@ -178,9 +178,47 @@ auth = "basic"
 	b.waitJS("the group view showing it", `document.querySelector('#gv-offsets tr[data-offset-topic="web-orders"][data-offset-partition="0"] [data-field="committed"]')?.textContent === "0"`)
 	b.shot(art, "admin-group-phone.png", 390, 844, "group-view")
 
-	// Delete the topic: the button waits for its name typed out.
+	// On the phone now: edit a config in place, and delete the record
+	// before offset 1 of partition 0 (after a confirmation).
 	b.do("open the topic again", chromedp.Evaluate[chromedp.Void](`location.hash = "#topic=web-orders"`))
 	b.waitJS("the topic view", `!document.getElementById("topic-view").hidden && document.querySelectorAll("#tv-partitions tr").length === 2`)
+	b.do("edit retention.ms",
+		chromedp.SetValue(chromedp.CSS(`#tv-configs tr[data-config="retention.ms"] input`), "172800000"),
+		chromedp.Click(chromedp.CSS(`#tv-configs tr[data-config="retention.ms"] button:not(.link)`)))
+	b.waitJS("the new value saved", `document.getElementById("notice").textContent === "Set retention.ms = 172800000." &&
+		document.querySelector('#tv-configs tr[data-config="retention.ms"] input').value === "172800000"`)
+	testbed.Eventually(t, 10*time.Second, "retention.ms over Kafka", func() (bool, string) {
+		rcs, err := adm.DescribeTopicConfigs(ctx, topic)
+		if err != nil {
+			return false, err.Error()
+		}
+		rc, err := rcs.On(topic, nil)
+		got := ""
+		for _, c := range rc.Configs {
+			if c.Key == "retention.ms" {
+				got = c.MaybeValue()
+			}
+		}
+		return err == nil && got == "172800000", fmt.Sprintf("%q %v", got, err)
+	})
+	b.do("ask to delete records",
+		chromedp.SetValue(chromedp.ID("tv-dr-partition"), "0"),
+		chromedp.SetValue(chromedp.ID("tv-dr-before"), "1"),
+		chromedp.Click(chromedp.CSS(`#tv-delete-records button[type="submit"]`)))
+	b.waitJS("the confirmation", `document.querySelector("#tv-delete-records .question")?.textContent === "Delete the records of partition 0 before offset 1?"`)
+	starts, err := adm.ListStartOffsets(ctx, topic)
+	if o, _ := starts.Lookup(topic, 0); err != nil || o.Offset != 0 {
+		t.Errorf("records deleted before the confirmation: start %d %v", o.Offset, err)
+	}
+	b.do("confirm", chromedp.Click(chromedp.CSS(`#tv-delete-records [data-action="confirm"]`)))
+	b.waitJS("the records deleted", `document.getElementById("notice").textContent === "Deleted; partition 0 now starts at 1." &&
+		document.querySelector('#tv-partitions tr[data-partition="0"]')?.children[2].textContent === "1"`)
+	starts, err = adm.ListStartOffsets(ctx, topic)
+	if o, _ := starts.Lookup(topic, 0); err != nil || o.Offset != 1 {
+		t.Errorf("over Kafka, %s/0 starts at %d after deleting records (%v); want 1", topic, o.Offset, err)
+	}
+
+	// Delete the topic: the button waits for its name typed out.
 	b.do("type most of the name",
 		chromedp.Click(chromedp.CSS("#topic-view details.danger-zone summary")),
 		chromedp.SendKeys(chromedp.ID("tv-delete-confirm"), "web-order"))
