@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/korvet/korvet/kafkawire"
 )
 
 // The admin API (README, "Admin API"): every action is the Kafka request
@@ -51,6 +53,9 @@ func (s *server) kafka(ctx context.Context, r *http.Request, req kmsg.Request) (
 	}
 	id := identityOf(r)
 	resp, err := s.opts.Admin(ctx, kafkaPrincipal(id), id.super, id.host, req)
+	if errors.Is(err, kafkawire.ErrNotServed) {
+		return nil, &apiError{status: http.StatusNotImplemented, code: "not_served", msg: err.Error()}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", kmsg.NameForKey(req.Key()), err)
 	}

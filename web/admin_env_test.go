@@ -66,7 +66,7 @@ func startAdmin(t *testing.T) *adminEnv {
 	sctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {
-		done <- e.kafka.ServeListeners(sctx, 5*time.Second, kafkawire.Listener{Listener: ln, SASL: []string{kafkawire.MechScramSHA256},
+		done <- e.kafka.ServeListeners(sctx, 5*time.Second, kafkawire.Listener{Listener: ln, SASL: []string{kafkawire.MechScramSHA256, kafkawire.MechScramSHA512},
 			AdvertisedHost: "127.0.0.1", AdvertisedPort: int32(ln.Addr().(*net.TCPAddr).Port)})
 	}()
 	t.Cleanup(func() {

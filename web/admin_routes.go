@@ -36,6 +36,14 @@ func (s *server) registerAdmin(m *apiMux) {
 	m.route("POST /api/v1/groups/{group}/reset-offsets", s.groupResetOffsets)
 	m.route("DELETE /api/v1/groups/{group}", s.groupDelete)
 
+	m.route("GET /api/v1/users", s.usersList)
+	m.route("PUT /api/v1/users/{name}", s.userSet)
+	m.route("DELETE /api/v1/users/{name}", s.userDelete)
+
+	m.route("GET /api/v1/acls", s.aclsList)
+	m.route("POST /api/v1/acls", s.aclCreate)
+	m.route("DELETE /api/v1/acls", s.aclDelete)
+
 	// Anything else under /api/v1 is a JSON 404 (or 405), not the page's.
 	m.HandleFunc("/api/v1/", m.notFound)
 }
