@@ -237,6 +237,51 @@ auth = "basic"
 		return err == nil && !td.Has(topic), fmt.Sprintf("%v %v", err, td.Names())
 	})
 
+	// Users and ACLs: root (a super user) has both panels. A new user
+	// from the form, and an ACL for it, added and then deleted.
+	b.waitJS("the Users and ACLs panels", `!document.getElementById("users").hidden && !document.getElementById("acls").hidden &&
+		document.querySelector('#users-body tr[data-user="root"]') !== null`)
+	b.do("add a user",
+		chromedp.Click(chromedp.CSS("#users details summary")),
+		chromedp.SendKeys(chromedp.ID("user-name"), "carol"),
+		chromedp.SendKeys(chromedp.ID("user-password"), "carol-pw-789"),
+		chromedp.Click(chromedp.CSS(`#user-form button[type="submit"]`)))
+	b.waitJS("carol listed", `document.querySelector('#users-body tr[data-user="carol"]')?.textContent.includes("SCRAM-SHA-256 (8192 iterations)") &&
+		document.getElementById("user-password").value === ""`)
+	scrams, err := adm.DescribeUserSCRAMs(ctx, "carol")
+	if err != nil || scrams["carol"].Err != nil || len(scrams["carol"].CredInfos) != 1 || scrams["carol"].CredInfos[0].Iterations != 8192 {
+		t.Errorf("over Kafka, carol's SCRAM credentials: %v %+v", err, scrams["carol"])
+	}
+	b.do("add an ACL",
+		chromedp.Click(chromedp.CSS("#acls details summary")),
+		chromedp.SendKeys(chromedp.ID("acl-principal"), "User:carol"),
+		chromedp.SetValue(chromedp.CSS(`#acl-form [name="operation"]`), "read"),
+		chromedp.SetValue(chromedp.CSS(`#acl-form [name="resource_type"]`), "topic"),
+		chromedp.SendKeys(chromedp.CSS(`#acl-form [name="resource_name"]`), "audit-"),
+		chromedp.SetValue(chromedp.CSS(`#acl-form [name="pattern"]`), "prefixed"),
+		chromedp.Click(chromedp.CSS(`#acl-form button[type="submit"]`)))
+	b.waitJS("the ACL listed", `document.querySelector('#acls-body tr[data-acl-principal="User:carol"]')?.textContent.includes("audit- (prefixed)")`)
+	carolACLs := func() int {
+		t.Helper()
+		res, err := adm.DescribeACLs(ctx, kadm.NewACLs().Topics("audit-").Allow("User:carol").Operations(kadm.OpRead).
+			ResourcePatternType(kadm.ACLPatternPrefixed).AllowHosts())
+		if err != nil || len(res) != 1 || res[0].Err != nil {
+			t.Fatalf("describe ACLs: %v %+v", err, res)
+		}
+		return len(res[0].Described)
+	}
+	if n := carolACLs(); n != 1 {
+		t.Errorf("over Kafka, carol has %d ACLs; want 1", n)
+	}
+	b.do("delete the ACL",
+		chromedp.Click(chromedp.CSS(`#acls-body tr[data-acl-principal="User:carol"] button`)),
+		chromedp.Click(chromedp.CSS(`#acls-body tr[data-acl-principal="User:carol"] [data-action="confirm"]`)))
+	b.waitJS("the ACL gone", `document.querySelector('#acls-body tr[data-acl-principal="User:carol"]') === null`)
+	if n := carolACLs(); n != 0 {
+		t.Errorf("over Kafka, carol has %d ACLs after the delete; want 0", n)
+	}
+	b.shot(art, "admin-access.png", 1280, 900, "users")
+
 	// Logging out drops the login: the form again, and no data.
 	b.do("log out", chromedp.Click(chromedp.ID("logout")))
 	b.waitJS("the log-in form after logging out", `document.body.dataset.state === "login" && !document.getElementById("login").hidden`)
