@@ -160,6 +160,14 @@ auth = "basic"
 	b.do("open the group", chromedp.Click(chromedp.CSS(`#groups-body tr[data-group="web-group"] a`)))
 	b.waitJS("the group view with its offset", `document.getElementById("group-view").dataset.viewGroup === "web-group" &&
 		document.querySelector('#gv-offsets tr[data-offset-topic="web-orders"][data-offset-partition="0"] [data-field="committed"]')?.textContent === "1"`)
+	// lag_history is sampled every 30 s, longer than this test: the drawing
+	// itself is checked on known samples, in the page's own code.
+	spark, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](`(() => {
+		const el = korvet.sparkline([{time: "2026-01-01T00:00:00Z", lag: 0}, {time: "2026-01-01T00:00:30Z", lag: 10}, {time: "2026-01-01T00:01:00Z", lag: 5}]);
+		return el.querySelector("svg polyline").getAttribute("points") + " | " + el.textContent })()`))
+	if want := "3.0,57.0 150.0,3.0 297.0,30.0 | max 10 · last 1 min"; err != nil || spark != want {
+		t.Errorf("sparkline: %q %v; want %q", spark, err, want)
+	}
 	b.do("preview the reset",
 		chromedp.SetValue(chromedp.ID("gv-r-topic"), topic),
 		chromedp.SetValue(chromedp.ID("gv-r-to"), "earliest"),

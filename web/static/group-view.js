@@ -5,7 +5,7 @@
 "use strict";
 
 (() => {
-  const { h, svg, api, notice, fmtInt, confirmInline, busy } = window.korvet;
+  const { h, api, notice, fmtInt, confirmInline, busy } = window.korvet;
   const $ = (id) => document.getElementById(id);
   const path = (name, rest) => "/api/v1/groups/" + encodeURIComponent(name) + (rest || "");
   const REFRESH_MS = 10000; // lag_history is sampled every 30 s; offsets move faster
@@ -62,26 +62,10 @@
     if (topics.includes(keep)) sel.value = keep;
   }
 
-  // sparkline draws lag over time: a line over its area, the latest value
-  // marked. Inline SVG scales with the card, no canvas redraw on resize.
   function sparkline(points) {
-    const box = $("gv-spark");
-    if (points.length < 2) {
-      box.replaceChildren(h("span", { class: "muted small" }, "collecting samples (one every 30 s)…"));
-      return;
-    }
-    const W = 300, H = 60, pad = 3;
-    const ts = points.map((p) => new Date(p.time).getTime()), lags = points.map((p) => Math.max(0, p.lag));
-    const t0 = ts[0], span = Math.max(1, ts[ts.length - 1] - t0), max = Math.max(1, ...lags);
-    const xy = points.map((_, i) => [pad + ((ts[i] - t0) / span) * (W - 2 * pad), H - pad - (lags[i] / max) * (H - 2 * pad)]);
-    const line = xy.map(([x, y]) => x.toFixed(1) + "," + y.toFixed(1)).join(" ");
-    const [lx, ly] = xy[xy.length - 1];
-    const mins = Math.round(span / 60000);
-    box.replaceChildren(svg("svg", { viewBox: "0 0 " + W + " " + H, preserveAspectRatio: "none", role: "img", "aria-label": "lag over the last " + mins + " minutes, up to " + max },
-      svg("polygon", { class: "area", points: pad + "," + (H - pad) + " " + line + " " + lx.toFixed(1) + "," + (H - pad) }),
-      svg("polyline", { class: "line", points: line }),
-      svg("circle", { class: "dot", cx: lx.toFixed(1), cy: ly.toFixed(1), r: 2.5 })),
-    h("div", { class: "muted small spark-foot" }, "max " + fmtInt(max) + " · last " + (mins >= 1 ? mins + " min" : "minute")));
+    $("gv-spark").replaceChildren(points.length < 2
+      ? h("span", { class: "muted small" }, "collecting samples (one every 30 s)…")
+      : window.korvet.sparkline(points));
   }
 
   // --- reset -----------------------------------------------------------------

@@ -186,5 +186,26 @@ window.korvet = (() => {
     }
   }
 
-  return { h, svg, fmtInt, login, api, ApiError, notice, base64Bytes, hex, confirmInline, lines, busy };
+  // --- sparkline -------------------------------------------------------------
+
+  // sparkline draws [{time, lag}] (two or more) as inline SVG: a line over
+  // its area, the latest value marked, scaled to the box; no canvas
+  // redraw on resize.
+  function sparkline(points) {
+    const W = 300, H = 60, pad = 3;
+    const ts = points.map((p) => new Date(p.time).getTime()), lags = points.map((p) => Math.max(0, p.lag));
+    const t0 = ts[0], span = Math.max(1, ts[ts.length - 1] - t0), max = Math.max(1, ...lags);
+    const xy = points.map((_, i) => [pad + ((ts[i] - t0) / span) * (W - 2 * pad), H - pad - (lags[i] / max) * (H - 2 * pad)]);
+    const line = xy.map(([x, y]) => x.toFixed(1) + "," + y.toFixed(1)).join(" ");
+    const [lx, ly] = xy[xy.length - 1];
+    const mins = Math.round(span / 60000);
+    return h("div", { class: "sparkline" },
+      svg("svg", { viewBox: "0 0 " + W + " " + H, preserveAspectRatio: "none", role: "img", "aria-label": "lag over the last " + mins + " minutes, up to " + max },
+        svg("polygon", { class: "area", points: pad + "," + (H - pad) + " " + line + " " + lx.toFixed(1) + "," + (H - pad) }),
+        svg("polyline", { class: "line", points: line }),
+        svg("circle", { class: "dot", cx: lx.toFixed(1), cy: ly.toFixed(1), r: 2.5 })),
+      h("div", { class: "muted small spark-foot" }, "max " + fmtInt(max) + " · last " + (mins >= 1 ? mins + " min" : "minute")));
+  }
+
+  return { h, svg, fmtInt, sparkline, login, api, ApiError, notice, base64Bytes, hex, confirmInline, lines, busy };
 })();
