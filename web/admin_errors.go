@@ -23,10 +23,6 @@ func invalid(msg string) *apiError {
 	return &apiError{status: http.StatusBadRequest, code: "invalid_request", msg: msg}
 }
 
-func notFound(msg string) *apiError {
-	return &apiError{status: http.StatusNotFound, code: "not_found", msg: msg}
-}
-
 // kafkaError is the error of a Kafka answer's code, with the broker's
 // message when it sent one and what was being done; nil for code 0.
 func kafkaError(code int16, brokerMsg *string, doing string) error {
@@ -58,7 +54,7 @@ func kafkaStatus(code int16) int {
 	case strings.HasSuffix(name, "_AUTHORIZATION_FAILED"):
 		return http.StatusForbidden
 	case code == kerr.UnknownTopicOrPartition.Code, code == kerr.GroupIDNotFound.Code, code == kerr.ResourceNotFound.Code,
-		code == kerr.UnknownTopicID.Code, code == kerr.ResourceNotFound.Code:
+		code == kerr.UnknownTopicID.Code:
 		return http.StatusNotFound
 	case code == kerr.TopicAlreadyExists.Code, code == kerr.NonEmptyGroup.Code, strings.HasPrefix(name, "DUPLICATE_"):
 		return http.StatusConflict

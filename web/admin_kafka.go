@@ -16,6 +16,7 @@ import (
 // caller may not describe it or it does not exist.
 func (s *server) metadataTopic(ctx context.Context, r *http.Request, topic string) (*kmsg.MetadataResponseTopic, error) {
 	req := kmsg.NewPtrMetadataRequest()
+	req.AllowAutoTopicCreation = false // describing never creates
 	rt := kmsg.NewMetadataRequestTopic()
 	rt.Topic = kmsg.StringPtr(topic)
 	req.Topics = append(req.Topics, rt)

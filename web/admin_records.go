@@ -376,15 +376,15 @@ func (s *server) produce(ctx context.Context, r *http.Request, topic string, b p
 	if err != nil {
 		return nil, err
 	}
-	for _, tt := range kr.(*kmsg.ProduceResponse).Topics {
-		for _, p := range tt.Partitions {
-			if err := kafkaError(p.ErrorCode, p.ErrorMessage, fmt.Sprintf("produce to %s/%d", topic, p.Partition)); err != nil {
-				return nil, err
-			}
-			return map[string]any{"partition": p.Partition, "offset": p.BaseOffset}, nil
-		}
+	resp := kr.(*kmsg.ProduceResponse)
+	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+		return nil, fmt.Errorf("produce to %s: no single partition in the answer", topic)
 	}
-	return nil, fmt.Errorf("produce to %s: no partition in the answer", topic)
+	p := resp.Topics[0].Partitions[0]
+	if err := kafkaError(p.ErrorCode, p.ErrorMessage, fmt.Sprintf("produce to %s/%d", topic, p.Partition)); err != nil {
+		return nil, err
+	}
+	return map[string]any{"partition": p.Partition, "offset": p.BaseOffset}, nil
 }
 
 // pickPartition spreads keyless test records by time and sends a key to

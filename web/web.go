@@ -161,7 +161,7 @@ func build(eng *engine.Engine, opts Options) (*server, http.Handler) {
 	mux.route("GET /api/v1/share-groups", s.apiShareGroups)
 	mux.route("GET /api/v1/redis", s.apiRedis)
 	mux.route("GET /api/v1/schemas", s.apiSchemas)
-	mux.route("POST /api/v1/index/rebuild", s.admin(s.apiIndexRebuild))
+	mux.route("POST /api/v1/index/rebuild", s.admin("index.rebuild", s.apiIndexRebuild))
 	s.registerAdmin(mux)
 	registerKV(mux.ServeMux, eng.KV(), opts.KVMgetMaxBytes, opts.Schemas, s.topicGuard)
 	if store := eng.ColdStore(); store != nil {
@@ -263,7 +263,7 @@ func isLocalAdmin(ctx context.Context) bool {
 // (mayAdmin). A header (Basic or Bearer, not a cookie) carries the
 // credentials, and gate refuses cross-site posts, so other sites' pages
 // cannot forge the request.
-func (s *server) admin(next http.HandlerFunc) http.HandlerFunc {
+func (s *server) admin(action string, next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case s.mayAdmin(r):
@@ -271,8 +271,10 @@ func (s *server) admin(next http.HandlerFunc) http.HandlerFunc {
 		case identityOf(r).principal == auth.Anonymous:
 			s.challenge(w, r, "log in as a super user, or send Authorization: Bearer <[http] admin_token>")
 		default:
-			writeAPIError(w, &apiError{status: http.StatusForbidden, code: "cluster_authorization_failed",
-				msg: identityOf(r).principal + " is not authorized for administering korvet (needs a super user, or ALTER on the cluster)"})
+			err := &apiError{status: http.StatusForbidden, code: "cluster_authorization_failed",
+				msg: identityOf(r).principal + " is not authorized for administering korvet (needs a super user, or ALTER on the cluster)"}
+			s.audit(r, action, "cluster", err)
+			writeAPIError(w, err)
 		}
 	}
 }
