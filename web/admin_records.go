@@ -348,9 +348,14 @@ func (s *server) produce(ctx context.Context, r *http.Request, topic string, b p
 		}
 		rec.Headers = append(rec.Headers, kmsg.Header{Key: h.Key, Value: hv})
 	}
+	// Refused before the topic is looked up, so that whether it exists
+	// is told only to those who may write to it (Produce checks again).
+	if !s.mayTopic(r, auth.OpWrite, topic) {
+		return nil, &apiError{status: http.StatusForbidden, code: "topic_authorization_failed",
+			msg: identityOf(r).principal + " may not WRITE to topic " + topic + " (grant it with an ACL)"}
+	}
 	t := s.eng.Topic(topic)
-	if t == nil || t.Internal() || !s.mayTopic(r, auth.OpDescribe, topic) {
-		// The same answer whether it is missing or hidden.
+	if t == nil || t.Internal() {
 		return nil, &apiError{status: http.StatusNotFound, code: "unknown_topic_or_partition", msg: "topic " + topic + " does not exist (create it first)"}
 	}
 	partition := int32(-1)

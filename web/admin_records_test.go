@@ -160,6 +160,21 @@ func TestAdminRecordsRefused(t *testing.T) {
 			t.Errorf("bob %s %s: %d %s, want 403 topic_authorization_failed", c.method, c.path, res.code, res.body)
 		}
 	}
+	// carol has no ACL at all: the same refusals, for a topic that
+	// exists and for one that does not.
+	e.addUser("carol", "carol-pw")
+	for _, path := range []string{"/api/v1/topics/private/records", "/api/v1/topics/missing/records"} {
+		for _, method := range []string{"GET", "POST"} {
+			var body any
+			if method == "POST" {
+				body = map[string]any{"value": "x"}
+			}
+			res := e.as("carol", "carol-pw", method, path, body)
+			if code, _ := res.apiErr(t); res.code != http.StatusForbidden || code != "topic_authorization_failed" {
+				t.Errorf("carol %s %s: %d %s, want 403", method, path, res.code, res.body)
+			}
+		}
+	}
 	if hw := e.eng.Topic("private").Partition(0).HighWatermark(); hw != 1 {
 		t.Errorf("high watermark %d after refused produce, want 1", hw)
 	}
