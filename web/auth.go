@@ -108,12 +108,16 @@ func (s *server) topicGuard(op auth.Operation, h http.HandlerFunc) http.HandlerF
 }
 
 // gate logs every request in and puts its identity in the context;
-// /healthz and /readyz stay open for load balancers and systemd.
+// /healthz and /readyz stay open for load balancers and systemd, and
+// the page's files (pageShell) on the HTTP side.
 func (s *server) gate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/healthz" || r.URL.Path == "/readyz" {
+		if r.URL.Path == "/healthz" || r.URL.Path == "/readyz" || s.openPage && pageShell(r) {
 			next.ServeHTTP(w, r)
 			return
+		}
+		if pageFetch(r) {
+			w = noChallenge{w}
 		}
 		host, _, err := net.SplitHostPort(r.RemoteAddr)
 		if err != nil {
@@ -135,6 +139,17 @@ func (s *server) gate(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), identityKey{}, id)))
 	})
+}
+
+// pageShell: the status page's own files (/ and /static/), embedded in
+// the binary and holding no data, load before a login so that the page
+// can show its log-in form; all it shows comes from /api/v1, behind the
+// gate.
+func pageShell(r *http.Request) bool {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		return false
+	}
+	return r.URL.Path == "/" || strings.HasPrefix(r.URL.Path, "/static/")
 }
 
 // login finds the request's principal; on failure it has answered.

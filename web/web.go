@@ -115,7 +115,9 @@ type server struct {
 	// adminHash is the token's SHA-256; hashing both sides first makes the
 	// comparison constant-time whatever the lengths.
 	adminHash *[32]byte
-	logins    *loginCache
+	// openPage serves the page's files without a login (gate, pageShell).
+	openPage bool
+	logins   *loginCache
 	// failBody, when set, writes the gate's refusals (default writeError).
 	failBody func(w http.ResponseWriter, code int, msg string)
 	// lagHistory is every group's recent total lag (admin_lag.go).
@@ -171,6 +173,7 @@ func build(eng *engine.Engine, opts Options) (*server, http.Handler) {
 	}
 
 	assets, _ := fs.Sub(static, "static")
+	s.openPage = true
 	files := http.StripPrefix("/static", http.FileServerFS(assets))
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 		pageHeaders(w)

@@ -203,14 +203,26 @@ func TestPageAssets(t *testing.T) {
 			t.Errorf("GET %s: CSP %q", tc.path, csp)
 		}
 	}
-	// Nothing may come from elsewhere: the page works offline.
-	for _, f := range []string{"index.html", "app.js", "style.css"} {
-		b, err := static.ReadFile("static/" + f)
+	// Nothing may come from elsewhere: the page works offline. (SVG's
+	// namespace name is a name, not a fetch.)
+	files, err := static.ReadDir("static")
+	if err != nil || len(files) < 3 {
+		t.Fatalf("static files: %v %v", files, err)
+	}
+	for _, f := range files {
+		b, err := static.ReadFile("static/" + f.Name())
 		if err != nil {
 			t.Fatal(err)
 		}
-		if s := string(b); strings.Contains(s, "http://") || strings.Contains(s, "https://") || strings.Contains(s, "//cdn") {
-			t.Errorf("%s refers to another site", f)
+		s := strings.ReplaceAll(string(b), "http://www.w3.org/2000/svg", "")
+		if strings.Contains(s, "http://") || strings.Contains(s, "https://") || strings.Contains(s, "//cdn") {
+			t.Errorf("%s refers to another site", f.Name())
+		}
+		if strings.HasSuffix(f.Name(), ".js") && strings.Contains(s, "innerHTML") {
+			t.Errorf("%s uses innerHTML: build elements with textContent", f.Name())
+		}
+		if name := "/static/" + f.Name(); f.Name() != "index.html" && !strings.Contains(get(t, h, "/", nil).Body.String(), name) {
+			t.Errorf("the page does not load %s", name)
 		}
 	}
 	if w := get(t, h, "/static/nope.js", nil); w.Code != http.StatusNotFound {

@@ -9,21 +9,7 @@
   const WINDOW_MS = 5 * 60 * 1000; // what the charts show
   const $ = (id) => document.getElementById(id);
 
-  // h builds an element: h("td", {class: "num"}, "42", h("b", null, "x")).
-  function h(tag, attrs, ...kids) {
-    const el = document.createElement(tag);
-    for (const [k, v] of Object.entries(attrs || {})) {
-      if (v === undefined || v === null || v === false) continue;
-      if (k === "class") el.className = v;
-      else if (k.startsWith("data-")) el.setAttribute(k, v);
-      else el[k] = v;
-    }
-    for (const kid of kids.flat()) {
-      if (kid === undefined || kid === null || kid === false) continue;
-      el.append(kid instanceof Node ? kid : document.createTextNode(String(kid)));
-    }
-    return el;
-  }
+  const { h, api } = window.korvet;
 
   const nf = new Intl.NumberFormat("en-US");
   const fmtInt = (n) => nf.format(Math.round(n));
@@ -325,7 +311,7 @@
       const retBytes = Number(c["retention.bytes"].value);
       const retention = fmtRetentionMs(c["retention.ms"].value) + (retBytes >= 0 ? " or " + fmtBytes(retBytes) : "");
       return h("tr", { "data-topic": t.name },
-        h("td", { class: "name" }, t.name),
+        h("td", { class: "name" }, h("a", { href: "#topic=" + encodeURIComponent(t.name), title: "open the topic" }, t.name)),
         h("td", { class: "num" }, t.partitions.length),
         h("td", null, partLines(t.partitions, (p) => h("span", null, h("b", null, "p" + p.partition), fmtInt(p.log_start) + " → " + fmtInt(p.high_watermark)), 8)),
         h("td", { class: "num" }, fmtInt(t.records)),
@@ -400,7 +386,7 @@
     }
     const maxLag = Math.max(1, ...groups.flatMap((g) => g.partitions.map((p) => p.lag)));
     body.replaceChildren(...groups.map((g) => h("tr", { "data-group": g.group },
-      h("td", { class: "name" }, g.group, g.type === "consumer" ? h("span", { class: "muted" }, " consumer · epoch " + g.group_epoch + " · " + g.assignor) : null),
+      h("td", { class: "name" }, h("a", { href: "#group=" + encodeURIComponent(g.group), title: "open the group" }, g.group), g.type === "consumer" ? h("span", { class: "muted" }, " consumer · epoch " + g.group_epoch + " · " + g.assignor) : null),
       h("td", null, pill(g.state, stateKind[g.state])),
       h("td", { class: "num" }, g.members),
       h("td", { class: "num", "data-field": "lag" }, fmtInt(g.lag)),
@@ -481,15 +467,7 @@
 
   // --- loop ---------------------------------------------------------------
 
-  async function getJSON(path) {
-    // From the origin, not the page's URL: a page opened with a login in
-    // its URL (user:pass@host) carries it in every relative URL, which
-    // fetch refuses; the browser sends the login it cached for the origin.
-    const r = await fetch(new URL(path, location.origin), { cache: "no-store", credentials: "same-origin" });
-    if (r.status === 401 || r.status === 403) throw new Error(path + ": not authorized (HTTP " + r.status + "); log in with a korvet user that may see it");
-    if (!r.ok) throw new Error(path + " answered HTTP " + r.status);
-    return r.json();
-  }
+  const getJSON = (path) => api("GET", path);
 
   let lastStatus = null;
   let timer = 0;
@@ -519,7 +497,17 @@
       renderTiering(st);
       $("offline").hidden = true;
       document.body.dataset.state = "ready";
+      document.dispatchEvent(new CustomEvent("korvet:status", { detail: { status: st, topics, groups } }));
     } catch (e) {
+      if (e.status === 401) {
+        // Not logged in (or the login went stale): the form, not an outage.
+        $("offline").hidden = true;
+        $("overall").className = "pill";
+        $("overall").textContent = "log in";
+        document.body.dataset.state = "login";
+        document.dispatchEvent(new CustomEvent("korvet:unauthorized", { detail: { message: e.message } }));
+        return; // polling resumes after the login
+      }
       const off = $("offline");
       off.querySelector("span").textContent = e.message;
       off.hidden = false;
@@ -531,6 +519,8 @@
     if (!document.hidden) timer = setTimeout(refresh, REFRESH_MS);
   }
 
+  // A login or logout from the admin views: show what the new principal sees.
+  document.addEventListener("korvet:refresh", () => refresh());
   document.addEventListener("visibilitychange", () => {
     if (!document.hidden) refresh();
   });
