@@ -107,9 +107,11 @@ need_cmd() {
 	command -v "$1" >/dev/null 2>&1 || die "$1 still missing after installing $2"
 }
 
-# apt_install WHAT PACKAGE: installs PACKAGE (needed for WHAT) with apt-get.
+# apt_install WHAT PACKAGE...: installs every PACKAGE named (needed for WHAT) with apt-get.
 apt_install() {
-	local cmd=$1 pkg=$2 sudo=""
+	local cmd=$1 sudo=""
+	shift
+	local pkg="$*"
 	if [[ $(id -u) -ne 0 ]]; then
 		command -v sudo >/dev/null 2>&1 || die "$cmd is missing: install $pkg (apt-get install $pkg)"
 		sudo="sudo"
@@ -126,7 +128,8 @@ apt_install() {
 		}
 		_apt_updated=1
 	fi
-	$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$pkg" >"$out" 2>&1 || {
+	# shellcheck disable=SC2086 # $pkg is one or more package names
+	$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $pkg >"$out" 2>&1 || {
 		cat "$out" >&2
 		rm -f "$out"
 		die "apt-get install $pkg failed"
