@@ -5,7 +5,8 @@
 #     with the ten largest modules by symbol size (go tool nm -size);
 #   - with DEB=1, the .deb of scripts/build-deb.sh;
 #   - the resident memory (VmRSS) of a korvet started on a fresh
-#     redis-server with an empty data dir, once it has settled (idle);
+#     redis-server with an empty data dir, once it has settled (idle),
+#     split into anonymous memory and the binary's own file pages;
 #   - the peak resident memory (VmHWM) while scripts/benchproduce produces
 #     RECORDS records as fast as it can (loaded), and the rate reached.
 # Targets (issue 20): stripped <= 40 MB, .deb <= 10 MB, idle <= 40 MB,
@@ -111,6 +112,11 @@ echo
 echo "korvet on 127.0.0.1:$KAFKA_PORT (redis-server on $REDIS_PORT); idle for ${SETTLE}s"
 sleep "$SETTLE" # a settling period is what is measured, not a wait for a condition
 idle=$(proc_kb "$KORVET_PID" VmRSS)
+# The split matters: RssFile is the binary's own pages (on kernels with
+# large page-cache folios nearly all of text+rodata, however little runs),
+# RssAnon is what korvet allocated (heap, stacks).
+idle_anon=$(proc_kb "$KORVET_PID" RssAnon)
+idle_file=$(proc_kb "$KORVET_PID" RssFile)
 
 echo "producing $RECORDS records of $SIZE B to $PARTITIONS partitions"
 "$TMP/benchproduce" -brokers "127.0.0.1:$KAFKA_PORT" -topic footprint -partitions "$PARTITIONS" \
@@ -130,6 +136,8 @@ if [[ -n $deb ]]; then
 	row ".deb" "$(mb "$deb")" "10 MB" "$(verdict "$deb" 10e6)"
 fi
 row "idle RSS" "$(kb_mb "$idle")" "40 MB" "$(verdict "$((idle * 1024))" 40e6)"
+row "  of it anonymous (heap)" "$(kb_mb "$idle_anon")" "-" ""
+row "  of it file (binary pages)" "$(kb_mb "$idle_file")" "-" ""
 row "peak RSS under produce" "$(kb_mb "$loaded")" "150 MB" "$(verdict "$((loaded * 1024))" 150e6)"
 row "RSS after produce" "$(kb_mb "$after")" "-" ""
 echo "produce: $(grep '^RESULT' "$TMP/produce.txt" || tail -n 1 "$TMP/produce.txt")${rate:+ ($rate records/s)}"
