@@ -156,13 +156,19 @@ func TestRegistryTypedArchive(t *testing.T) {
 	t.Logf("%d files, %d rows checked", len(files), rows)
 
 	// The table schema as the Iceberg REST catalog serves it: evolved
-	// with version 2's fields, at the root and nested.
-	meta := httpGet(t, "http://"+k.HTTPAddr+"/iceberg/v1/namespaces/korvet/tables/orders", "")
-	for _, want := range []string{`"name":"value_fields"`, `"name":"channel"`, `"name":"zip"`, `"type":"long"`} {
-		if !strings.Contains(meta, want) {
-			t.Errorf("table metadata lacks %s", want)
+	// with version 2's fields, at the root and nested. A segment's
+	// Parquet file is written before the commit that adds it (and evolves
+	// the schema) to the table, so the files seen above may be ahead of
+	// the table's metadata for a moment.
+	testbed.Eventually(t, 30*time.Second, "the table's schema evolved with version 2", func() (bool, string) {
+		meta := httpGet(t, "http://"+k.HTTPAddr+"/iceberg/v1/namespaces/korvet/tables/orders", "")
+		for _, want := range []string{`"name":"value_fields"`, `"name":"channel"`, `"name":"zip"`, `"type":"long"`} {
+			if !strings.Contains(meta, want) {
+				return false, "table metadata lacks " + want + ": " + meta
+			}
 		}
-	}
+		return true, ""
+	})
 
 	// The KV view decodes a framed value to JSON on request, and keeps
 	// the raw bytes otherwise.
