@@ -162,7 +162,7 @@ func createTopic(t *testing.T, b *broker, topic string, partitions int32) {
 func settledLeaders(t *testing.T, bs []*broker, topic string, partitions int) map[int32][2]int32 {
 	t.Helper()
 	var got map[int32][2]int32
-	testbed.WaitFor(t, 15*time.Second, "every broker names the same live leaders of "+topic, func() bool {
+	testbed.WaitFor(t, 15*time.Second, "every broker names the same live leaders of "+topic+", and each leads", func() bool {
 		var first map[int32][2]int32
 		for _, b := range bs {
 			m := metadata(t, b.addr, topic)
@@ -170,8 +170,13 @@ func settledLeaders(t *testing.T, bs []*broker, topic string, partitions int) ma
 			if len(l) != partitions {
 				return false
 			}
-			for _, le := range l {
+			for part, le := range l {
+				// Metadata names a leader as soon as its claim is seen; the
+				// leader takes appends once it has loaded the partition.
 				if le[0] < 1 || int(le[0]) > len(bs) {
+					return false
+				}
+				if lt := bs[le[0]-1].eng.Topic(topic); lt == nil || !lt.Partition(part).IsLeader() {
 					return false
 				}
 			}
