@@ -14,72 +14,57 @@ import (
 	"time"
 
 	"github.com/apache/iceberg-go"
-	"github.com/apache/iceberg-go/table"
 
+	"github.com/korvet/korvet/cold/icemeta"
 	"github.com/korvet/korvet/engine/record"
 	"github.com/korvet/korvet/engine/schema"
 )
 
 const topicIDProp = "korvet.topic-id"
 
-// loadTopic returns the topic's table and the data files of its current
-// snapshot, from the cache or the catalog. With create, a missing table is
-// created for ref's topic id. ts.mu must be held.
-func (s *Store) loadTopic(ctx context.Context, ts *topicState, topic string, create *SegmentRef) (*table.Table, error) {
-	if ts.tbl == nil {
-		tbl, err := s.cat.LoadTable(ctx, s.ident(topic))
+// loadTopic returns the topic's table metadata, caching it with the data
+// files of its current snapshot. With create, a missing table is created
+// for ref's topic id. ts.mu must be held.
+func (s *Store) loadTopic(ctx context.Context, ts *topicState, topic string, create *SegmentRef) (*icemeta.Metadata, error) {
+	if ts.meta == nil {
+		meta, loc, err := s.cat.loadTable(ctx, s.ident(topic))
 		if errors.Is(err, errNoTable) && create != nil {
-			meta, merr := newTableMetadata(s.cat.tableLocation(s.ident(topic)), iceberg.Properties{
+			fresh, merr := newTableMetadata(s.cat.tableLocation(s.ident(topic)), map[string]string{
 				topicIDProp:          hex.EncodeToString(create.TopicID[:]),
 				"korvet.kafka-topic": topic,
 			})
 			if merr != nil {
 				return nil, merr
 			}
-			tbl, err = s.cat.createTable(ctx, s.ident(topic), meta)
+			meta, loc, err = s.cat.createTable(ctx, s.ident(topic), fresh)
 			if err == nil {
-				s.log.Info("cold: created table", "topic", topic, "location", tbl.Location())
+				s.log.Info("cold: created table", "topic", topic, "location", meta.Location)
 			}
 		}
 		if err != nil {
 			return nil, fmt.Errorf("load table for topic %s: %w", topic, err)
 		}
-		if err := checkSchema(tbl.Schema()); err != nil {
+		if err := checkSchema(meta.CurrentSchema()); err != nil {
 			return nil, fmt.Errorf("topic %s: %w", topic, err)
 		}
-		files := make(map[string]iceberg.DataFile)
-		if snap := tbl.CurrentSnapshot(); snap != nil {
-			fsys, _ := s.fsys(ctx)
-			mans, err := snap.Manifests(fsys)
-			if err != nil {
-				return nil, fmt.Errorf("read manifests of topic %s: %w", topic, err)
-			}
-			for _, m := range mans {
-				if m.ManifestContent() != iceberg.ManifestContentData {
-					continue
-				}
-				for e, err := range m.Entries(fsys, true) {
-					if err != nil {
-						return nil, fmt.Errorf("read manifest %s: %w", m.FilePath(), err)
-					}
-					files[e.DataFile().FilePath()] = e.DataFile()
-				}
-			}
+		mans, files, err := s.readSnapshot(ctx, meta.CurrentSnapshot())
+		if err != nil {
+			return nil, fmt.Errorf("topic %s: %w", topic, err)
 		}
-		ts.tbl, ts.files = tbl, files
+		ts.meta, ts.loc, ts.manifests, ts.files = meta, loc, mans, files
 	}
 	if create != nil {
 		want := hex.EncodeToString(create.TopicID[:])
-		if got := ts.tbl.Properties().Get(topicIDProp, ""); got != want {
+		if got := ts.meta.Properties[topicIDProp]; got != want {
 			return nil, fmt.Errorf("%w: table %s is for topic id %s, segment is of %s", ErrTopicMismatch, topic, got, want)
 		}
 	}
-	return ts.tbl, nil
+	return ts.meta, nil
 }
 
 // forget drops a topic's cached table after a failed commit, whose outcome
 // is unknown: the next call reloads it from the catalog.
-func (ts *topicState) forget() { ts.tbl, ts.files = nil, nil }
+func (ts *topicState) forget() { ts.meta, ts.loc, ts.manifests, ts.files = nil, "", nil, nil }
 
 // Archive writes one sealed segment as a Parquet file and commits it to the
 // topic's table. next returns the segment's records in offset order, a
@@ -110,22 +95,22 @@ func (s *Store) Archive(ctx context.Context, ref SegmentRef, next func() ([]reco
 	typed := s.typedFor(ctx, ref.Topic)
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
-	tbl, err := s.loadTopic(ctx, ts, ref.Topic, &ref)
+	meta, err := s.loadTopic(ctx, ts, ref.Topic, &ref)
 	if err != nil {
 		return DataFile{}, fmt.Errorf("archive %s/%d segment %d: %w", ref.Topic, ref.Partition, ref.Segment, err)
 	}
-	p := dataPath(tbl.Location(), ref)
-	if df, ok := ts.files[p]; ok {
+	p := dataPath(meta.Location, ref)
+	if e, ok := ts.files[p]; ok {
 		s.log.Info("cold: segment already archived", "topic", ref.Topic, "partition", ref.Partition, "segment", ref.Segment)
-		return toDataFile(df), nil
+		return toDataFile(e.DataFile()), nil
 	}
 
 	started := time.Now()
 	var plan *typedPlan
 	if typed != nil {
-		plan = s.planTyped(tbl, ref.Topic, typed)
+		plan = s.planTyped(meta, ref.Topic, typed)
 	}
-	df, err := s.upload(ctx, tbl, ref, p, next, plan)
+	df, err := s.upload(ctx, meta, ref, p, next, plan)
 	if err != nil {
 		return DataFile{}, fmt.Errorf("archive %s/%d segment %d: %w", ref.Topic, ref.Partition, ref.Segment, err)
 	}
@@ -134,17 +119,16 @@ func (s *Store) Archive(ctx context.Context, ref SegmentRef, next func() ([]reco
 			return DataFile{}, err
 		}
 	}
-	props := iceberg.Properties{
+	props := map[string]string{
 		"korvet.partition": strconv.Itoa(int(ref.Partition)),
 		"korvet.segment":   strconv.FormatInt(ref.Segment, 10),
 	}
 	for attempt := 0; ; attempt++ {
-		txn := tbl.NewTransaction()
 		var typed *schema.Typed
 		if plan != nil {
 			typed = plan.typed
 		}
-		f, err := s.evolveSchema(txn, tbl, typed)
+		sc, ups, f, err := s.evolveSchema(meta, typed)
 		if err == nil && plan != nil && !f.Equals(plan.field) {
 			// The file carries the planned ids: a table that changed
 			// meanwhile (another writer evolved it) needs the file
@@ -154,32 +138,32 @@ func (s *Store) Archive(ctx context.Context, ref SegmentRef, next func() ([]reco
 		if err != nil {
 			return DataFile{}, fmt.Errorf("archive %s/%d segment %d: %w", ref.Topic, ref.Partition, ref.Segment, err)
 		}
-		// Our own file set already proved the file new; skipping
-		// iceberg-go's check saves reading every manifest on each commit.
-		if err := txn.AddDataFiles(ctx, []iceberg.DataFile{df}, props, table.WithoutDuplicateCheck()); err != nil {
-			return DataFile{}, fmt.Errorf("archive %s/%d segment %d: add file: %w", ref.Topic, ref.Partition, ref.Segment, err)
-		}
-		err = s.commit(ctx, ts, txn)
+		err = s.appendFile(ctx, ts, ref.Topic, df, sc, ups, props)
 		if err == nil {
 			break
 		}
-		if !errors.Is(err, table.ErrCommitFailed) || attempt == maxCommitAttempts-1 {
+		if !errors.Is(err, errCommitFailed) || attempt == maxCommitAttempts-1 {
 			return DataFile{}, fmt.Errorf("archive %s/%d segment %d: commit: %w", ref.Topic, ref.Partition, ref.Segment, err)
 		}
 		// Another writer committed first: start again from its table,
 		// which may even hold this very file already.
-		if tbl, err = s.reload(ctx, ts, ref.Topic, &ref, attempt); err != nil {
+		if meta, err = s.reload(ctx, ts, ref.Topic, &ref, attempt); err != nil {
 			return DataFile{}, fmt.Errorf("archive %s/%d segment %d: %w", ref.Topic, ref.Partition, ref.Segment, err)
 		}
 		if have, ok := ts.files[p]; ok {
-			return toDataFile(have), nil
+			return toDataFile(have.DataFile()), nil
 		}
 	}
-	ts.files[p] = df
 	out := toDataFile(df)
 	s.log.Debug("cold: archived segment", "topic", ref.Topic, "partition", ref.Partition, "segment", ref.Segment,
 		"records", out.Records, "bytes", out.Bytes, "took", time.Since(started))
-	s.expireSnapshots(ctx, ts, ref.Topic)
+	if len(ts.meta.Snapshots) > 2*s.keepSnaps {
+		// Each archive adds a snapshot: keep the list (and so the
+		// metadata file) short.
+		if err := s.expire(ctx, ts, ref.Topic, s.keepSnaps); err != nil {
+			s.log.Warn("cold: expire snapshots", "topic", ref.Topic, "err", err)
+		}
+	}
 	return out, nil
 }
 
@@ -189,7 +173,7 @@ const maxCommitAttempts = 8
 
 // reload drops the cached table after a lost commit race and loads the
 // winner's, after a short random pause so racing writers spread out.
-func (s *Store) reload(ctx context.Context, ts *topicState, topic string, create *SegmentRef, attempt int) (*table.Table, error) {
+func (s *Store) reload(ctx context.Context, ts *topicState, topic string, create *SegmentRef, attempt int) (*icemeta.Metadata, error) {
 	ts.forget()
 	pause := time.Duration(10<<min(attempt, 6)) * time.Millisecond
 	select {
@@ -200,43 +184,9 @@ func (s *Store) reload(ctx context.Context, ts *topicState, topic string, create
 	return s.loadTopic(ctx, ts, topic, create)
 }
 
-// commit commits txn and caches the new table. After an error whose outcome
-// is unknown the cache is dropped, so a retry sees what really happened.
-func (s *Store) commit(ctx context.Context, ts *topicState, txn *table.Transaction) error {
-	tbl, err := txn.Commit(ctx)
-	if err != nil && tbl != nil {
-		// Committed; only the clean-up after it (old metadata, expired
-		// manifests) failed.
-		s.log.Warn("cold: clean-up after commit failed", "table", tbl.Identifier(), "err", err)
-		err = nil
-	}
-	if err != nil {
-		ts.forget()
-		return err
-	}
-	ts.tbl = tbl
-	return nil
-}
-
-// expireSnapshots keeps a table's snapshot list (and so its metadata file)
-// short: each archive adds a snapshot.
-func (s *Store) expireSnapshots(ctx context.Context, ts *topicState, topic string) {
-	if ts.tbl == nil || len(ts.tbl.Metadata().Snapshots()) <= 2*s.keepSnaps {
-		return
-	}
-	txn := ts.tbl.NewTransaction()
-	if err := txn.ExpireSnapshots(table.WithRetainLast(s.keepSnaps), table.WithOlderThan(0)); err != nil {
-		s.log.Warn("cold: expire snapshots", "topic", topic, "err", err)
-		return
-	}
-	if err := s.commit(ctx, ts, txn); err != nil {
-		s.log.Warn("cold: expire snapshots", "topic", topic, "err", err)
-	}
-}
-
 // upload streams the segment into its Parquet object and returns the
 // manifest entry for it.
-func (s *Store) upload(ctx context.Context, tbl *table.Table, ref SegmentRef, p string, next func() ([]record.Record, []record.Txn, error), plan *typedPlan) (iceberg.DataFile, error) {
+func (s *Store) upload(ctx context.Context, meta *icemeta.Metadata, ref SegmentRef, p string, next func() ([]record.Record, []record.Txn, error), plan *typedPlan) (iceberg.DataFile, error) {
 	w, err := s.obj.create(ctx, p)
 	if err != nil {
 		return nil, err
@@ -288,8 +238,8 @@ func (s *Store) upload(ctx context.Context, tbl *table.Table, ref SegmentRef, p 
 	if err != nil {
 		return nil, err
 	}
-	spec := tbl.Spec()
-	b, err := iceberg.NewDataFileBuilder(spec, iceberg.EntryContentData, p, iceberg.ParquetFile,
+	spec := meta.Spec()
+	b, err := iceberg.NewDataFileBuilder(*spec, iceberg.EntryContentData, p, iceberg.ParquetFile,
 		map[int]any{spec.Field(0).FieldID: ref.Partition}, nil, nil, sw.count, size)
 	if err != nil {
 		return nil, fmt.Errorf("data file entry: %w", err)
@@ -371,8 +321,8 @@ func (s *Store) Files(ctx context.Context, topic string) ([]DataFile, error) {
 		return nil, fmt.Errorf("list files of topic %s: %w", topic, err)
 	}
 	out := make([]DataFile, 0, len(ts.files))
-	for _, df := range ts.files {
-		out = append(out, toDataFile(df))
+	for _, e := range ts.files {
+		out = append(out, toDataFile(e.DataFile()))
 	}
 	slices.SortFunc(out, func(a, b DataFile) int {
 		return cmp.Or(cmp.Compare(a.Partition, b.Partition), cmp.Compare(a.MinOffset, b.MinOffset), cmp.Compare(a.Path, b.Path))
@@ -404,11 +354,11 @@ func (s *Store) Remove(ctx context.Context, topic string, files []DataFile) erro
 		return fmt.Errorf("remove files of topic %s: %w", topic, err)
 	}
 	for attempt := 0; ; attempt++ {
-		err := s.removeFromTable(ctx, ts, files)
+		err := s.removeFromTable(ctx, ts, topic, files)
 		if err == nil {
 			break
 		}
-		if !errors.Is(err, table.ErrCommitFailed) || attempt == maxCommitAttempts-1 {
+		if !errors.Is(err, errCommitFailed) || attempt == maxCommitAttempts-1 {
 			return fmt.Errorf("remove files of topic %s: %w", topic, err)
 		}
 		if _, err := s.reload(ctx, ts, topic, nil, attempt); err != nil {
@@ -427,34 +377,23 @@ func (s *Store) Remove(ctx context.Context, topic string, files []DataFile) erro
 
 // removeFromTable commits a snapshot without files, then expires the
 // snapshots before it.
-func (s *Store) removeFromTable(ctx context.Context, ts *topicState, files []DataFile) error {
-	var del []iceberg.DataFile
+func (s *Store) removeFromTable(ctx context.Context, ts *topicState, topic string, files []DataFile) error {
+	del := map[string]bool{}
 	for _, f := range files {
-		if df, ok := ts.files[f.Path]; ok {
-			del = append(del, df)
+		if _, ok := ts.files[f.Path]; ok {
+			del[f.Path] = true
 		}
 	}
 	if len(del) == 0 {
 		return nil
 	}
-	txn := ts.tbl.NewTransaction()
-	if err := txn.ReplaceDataFilesWithDataFiles(ctx, del, nil, iceberg.Properties{"korvet.operation": "retention"}); err != nil {
-		return err
-	}
-	if err := s.commit(ctx, ts, txn); err != nil {
+	if err := s.removeFiles(ctx, ts, topic, del, map[string]string{"korvet.operation": "retention"}); err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
-	for _, df := range del {
-		delete(ts.files, df.FilePath())
-	}
 	// Snapshots that still list the files would keep them readable (and
-	// their objects referenced); expiring them lets iceberg-go delete the
-	// manifests nobody needs any more.
-	txn = ts.tbl.NewTransaction()
-	if err := txn.ExpireSnapshots(table.WithRetainLast(1), table.WithOlderThan(0)); err != nil {
-		return fmt.Errorf("expire snapshots: %w", err)
-	}
-	if err := s.commit(ctx, ts, txn); err != nil {
+	// their objects referenced); expiring them deletes the manifests
+	// nobody needs any more.
+	if err := s.expire(ctx, ts, topic, 1); err != nil {
 		return fmt.Errorf("expire snapshots: %w", err)
 	}
 	return nil

@@ -7,12 +7,15 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/apache/iceberg-go"
-	"github.com/apache/iceberg-go/table"
+
+	"github.com/korvet/korvet/cold/icemeta"
 
 	"github.com/korvet/korvet/engine/schema"
 )
@@ -20,49 +23,56 @@ import (
 // errNoTable: the catalog has no such table.
 var errNoTable = errors.New("no such table")
 
-// catalog is where a topic table's metadata is committed. iceberg-go's
-// transactions commit through table.CatalogIO; the rest is what the store
-// and the REST handler need.
+// errCommitFailed: a commit lost a race with another writer; reload the
+// table and try again.
+var errCommitFailed = errors.New("table commit conflict")
+
+// tableIdent names a table: namespace levels, then the table name.
+type tableIdent = []string
+
+// catalog is where a topic table's metadata is committed.
 type catalog interface {
-	table.CatalogIO
 	kind() string
 	createNamespace(ctx context.Context, ns string) error
+	// loadTable returns the table's current metadata and where it is.
+	loadTable(ctx context.Context, ident tableIdent) (*icemeta.Metadata, string, error)
+	// commitTable applies updates to the table if it meets reqs
+	// (errCommitFailed if not) and returns the new metadata.
+	commitTable(ctx context.Context, ident tableIdent, reqs []icemeta.Requirement, updates []icemeta.Update) (*icemeta.Metadata, string, error)
 	// createTable makes a table from fresh metadata (field ids as given);
 	// if the table appeared meanwhile it returns that one.
-	createTable(ctx context.Context, ident table.Identifier, meta table.Metadata) (*table.Table, error)
+	createTable(ctx context.Context, ident tableIdent, meta *icemeta.Metadata) (*icemeta.Metadata, string, error)
 	listTables(ctx context.Context, ns string) ([]string, error)
-	dropTable(ctx context.Context, ident table.Identifier) error
-	tableLocation(ident table.Identifier) string
+	dropTable(ctx context.Context, ident tableIdent) error
+	tableLocation(ident tableIdent) string
 }
 
 // fsCatalog is a Hadoop-style catalog in the warehouse itself:
 // {table}/metadata/v{n}.metadata.json plus version-hint.text, which is what
 // Spark's HadoopCatalog, PyIceberg, DuckDB's iceberg_scan and Trino read.
 // A commit writes v{n+1} only if it does not exist yet, so two writers can
-// never both win (iceberg-go's own Hadoop catalog renames, which S3 cannot
-// do atomically).
+// never both win (a Hadoop catalog's rename is not atomic on S3).
 type fsCatalog struct {
 	root string
 	o    objects
-	fsys table.FSysF
 	log  *slog.Logger
 }
 
 func (c *fsCatalog) kind() string { return "hadoop" }
 
-func (c *fsCatalog) tableLocation(ident table.Identifier) string {
+func (c *fsCatalog) tableLocation(ident tableIdent) string {
 	return joinURI(c.root, ident...)
 }
 
-func (c *fsCatalog) metadataDir(ident table.Identifier) string {
+func (c *fsCatalog) metadataDir(ident tableIdent) string {
 	return joinURI(c.tableLocation(ident), "metadata")
 }
 
-func (c *fsCatalog) versionPath(ident table.Identifier, v int) string {
+func (c *fsCatalog) versionPath(ident tableIdent, v int) string {
 	return joinURI(c.metadataDir(ident), "v"+strconv.Itoa(v)+".metadata.json")
 }
 
-func (c *fsCatalog) hintPath(ident table.Identifier) string {
+func (c *fsCatalog) hintPath(ident tableIdent) string {
 	return joinURI(c.metadataDir(ident), "version-hint.text")
 }
 
@@ -73,7 +83,7 @@ var versionFile = regexp.MustCompile(`/v([0-9]+)\.metadata\.json$`)
 
 // current finds the newest metadata version: the hint, then any versions
 // written after it (a crash between a commit and its hint update).
-func (c *fsCatalog) current(ctx context.Context, ident table.Identifier) (int, error) {
+func (c *fsCatalog) current(ctx context.Context, ident tableIdent) (int, error) {
 	v := 0
 	hint, err := c.o.get(ctx, c.hintPath(ident))
 	switch {
@@ -111,7 +121,7 @@ func (c *fsCatalog) current(ctx context.Context, ident table.Identifier) (int, e
 	}
 }
 
-func (c *fsCatalog) load(ctx context.Context, ident table.Identifier) (table.Metadata, string, int, error) {
+func (c *fsCatalog) load(ctx context.Context, ident tableIdent) (*icemeta.Metadata, string, int, error) {
 	v, err := c.current(ctx, ident)
 	if err != nil {
 		return nil, "", 0, err
@@ -121,55 +131,60 @@ func (c *fsCatalog) load(ctx context.Context, ident table.Identifier) (table.Met
 	if err != nil {
 		return nil, "", 0, fmt.Errorf("read table metadata: %w", err)
 	}
-	meta, err := table.ParseMetadataBytes(b)
+	meta, err := icemeta.Parse(b)
 	if err != nil {
 		return nil, "", 0, fmt.Errorf("parse %s: %w", loc, err)
 	}
 	return meta, loc, v, nil
 }
 
-// LoadTable implements table.CatalogIO.
-func (c *fsCatalog) LoadTable(ctx context.Context, ident table.Identifier) (*table.Table, error) {
+func (c *fsCatalog) loadTable(ctx context.Context, ident tableIdent) (*icemeta.Metadata, string, error) {
 	meta, loc, _, err := c.load(ctx, ident)
-	if err != nil {
-		return nil, err
-	}
-	return table.New(ident, meta, loc, c.fsys, c), nil
+	return meta, loc, err
 }
 
-// CommitTable implements table.CatalogIO: it checks the requirements
-// against the newest metadata, applies the updates and writes the next
-// version if nobody else did.
-func (c *fsCatalog) CommitTable(ctx context.Context, ident table.Identifier, reqs []table.Requirement, updates []table.Update) (table.Metadata, string, error) {
+// commitTable checks the requirements against the newest metadata,
+// applies the updates and writes the next version if nobody else did.
+// Metadata files that fall off the metadata log are deleted when the
+// table says so (write.metadata.delete-after-commit.enabled).
+func (c *fsCatalog) commitTable(ctx context.Context, ident tableIdent, reqs []icemeta.Requirement, updates []icemeta.Update) (*icemeta.Metadata, string, error) {
 	base, baseLoc, v, err := c.load(ctx, ident)
 	if err != nil {
 		return nil, "", err
 	}
-	for _, r := range reqs {
-		if err := r.Validate(base); err != nil {
-			return nil, "", fmt.Errorf("%w: %w", table.ErrCommitFailed, err)
-		}
+	if err := icemeta.Check(base, reqs); err != nil {
+		return nil, "", fmt.Errorf("%w: %w", errCommitFailed, err)
 	}
-	meta, err := table.UpdateTableMetadata(base, updates, baseLoc)
+	meta, err := icemeta.Apply(base, updates, time.Now().UnixMilli())
 	if err != nil {
 		return nil, "", fmt.Errorf("apply table updates: %w", err)
 	}
-	loc := c.versionPath(ident, v+1)
+	dropped := icemeta.LogPrevious(meta, baseLoc, base.LastUpdatedMs)
 	if err := c.writeVersion(ctx, ident, v+1, meta); err != nil {
 		return nil, "", err
 	}
-	return meta, loc, nil
+	for _, f := range dropped {
+		// Only space is lost if this fails (or another writer did it).
+		if err := c.o.remove(ctx, f); err != nil {
+			c.log.Warn("cold: old table metadata not deleted", "file", f, "err", err)
+		}
+	}
+	return meta, c.versionPath(ident, v+1), nil
 }
 
-func (c *fsCatalog) writeVersion(ctx context.Context, ident table.Identifier, v int, meta table.Metadata) error {
+func (c *fsCatalog) writeVersion(ctx context.Context, ident tableIdent, v int, meta *icemeta.Metadata) error {
 	b, err := json.Marshal(meta)
 	if err != nil {
 		return fmt.Errorf("encode table metadata: %w", err)
 	}
+	return c.writeVersionBytes(ctx, ident, v, b)
+}
+
+func (c *fsCatalog) writeVersionBytes(ctx context.Context, ident tableIdent, v int, b []byte) error {
 	loc := c.versionPath(ident, v)
 	if err := c.o.putIfAbsent(ctx, loc, b); err != nil {
 		if errors.Is(err, fs.ErrExist) {
-			return fmt.Errorf("%w: %s was written by another commit", table.ErrCommitFailed, loc)
+			return fmt.Errorf("%w: %s was written by another commit", errCommitFailed, loc)
 		}
 		return fmt.Errorf("commit %s: %w", loc, err)
 	}
@@ -181,14 +196,14 @@ func (c *fsCatalog) writeVersion(ctx context.Context, ident table.Identifier, v 
 	return nil
 }
 
-func (c *fsCatalog) createTable(ctx context.Context, ident table.Identifier, meta table.Metadata) (*table.Table, error) {
+func (c *fsCatalog) createTable(ctx context.Context, ident tableIdent, meta *icemeta.Metadata) (*icemeta.Metadata, string, error) {
 	if err := c.writeVersion(ctx, ident, 1, meta); err != nil {
-		if errors.Is(err, table.ErrCommitFailed) {
-			return c.LoadTable(ctx, ident)
+		if errors.Is(err, errCommitFailed) {
+			return c.loadTable(ctx, ident)
 		}
-		return nil, err
+		return nil, "", err
 	}
-	return table.New(ident, meta, c.versionPath(ident, 1), c.fsys, c), nil
+	return meta, c.versionPath(ident, 1), nil
 }
 
 func (c *fsCatalog) listTables(ctx context.Context, ns string) ([]string, error) {
@@ -198,7 +213,7 @@ func (c *fsCatalog) listTables(ctx context.Context, ns string) ([]string, error)
 	}
 	var out []string
 	for _, n := range names {
-		if _, err := c.current(ctx, table.Identifier{ns, n}); err == nil {
+		if _, err := c.current(ctx, tableIdent{ns, n}); err == nil {
 			out = append(out, n)
 		}
 	}
@@ -207,7 +222,7 @@ func (c *fsCatalog) listTables(ctx context.Context, ns string) ([]string, error)
 
 // dropTable deletes the version hint and metadata first, so the table is
 // gone for readers before its data goes.
-func (c *fsCatalog) dropTable(ctx context.Context, ident table.Identifier) error {
+func (c *fsCatalog) dropTable(ctx context.Context, ident tableIdent) error {
 	files, err := c.o.list(ctx, c.tableLocation(ident))
 	if err != nil {
 		return err
@@ -240,22 +255,19 @@ func (c *fsCatalog) dropTable(ctx context.Context, ident table.Identifier) error
 
 // newTableMetadata is a fresh v2 table for a topic, partitioned by Kafka
 // partition.
-func newTableMetadata(location string, props iceberg.Properties) (table.Metadata, error) {
+func newTableMetadata(location string, props map[string]string) (*icemeta.Metadata, error) {
 	sc := tableSchema()
 	spec := iceberg.NewPartitionSpec(iceberg.PartitionField{
 		SourceIDs: []int{idPartition}, FieldID: 1000, Name: "partition", Transform: iceberg.IdentityTransform{},
 	})
-	all := iceberg.Properties{
-		table.PropertyFormatVersion:               "2",
-		table.ParquetCompressionKey:               "zstd",
-		table.ManifestMergeEnabledKey:             "true",
-		table.MetadataDeleteAfterCommitEnabledKey: "true",
-		table.MetadataPreviousVersionsMaxKey:      "20",
+	all := map[string]string{
+		"write.parquet.compression-codec": "zstd",
+		"commit.manifest-merge.enabled":   "true",
+		icemeta.PropDeleteAfterCommit:     "true",
+		icemeta.PropPreviousVersions:      "20",
 	}
-	for k, v := range props {
-		all[k] = v
-	}
-	meta, err := table.NewMetadata(sc, &spec, table.UnsortedSortOrder, location, all)
+	maps.Copy(all, props)
+	meta, err := icemeta.New(location, sc, spec, all, time.Now().UnixMilli())
 	if err != nil {
 		return nil, fmt.Errorf("new table metadata: %w", err)
 	}
@@ -297,72 +309,59 @@ func checkSchema(sc *iceberg.Schema) error {
 	return nil
 }
 
-// evolveSchema adds the transaction columns to the table in txn when it
-// lacks them, so the commit that adds the first file with those columns
-// also adds them to the schema. Iceberg gives added columns the ids after
-// the table's last column id, so they get the ids the files carry only if
+// evolveSchema adds the transaction columns to the table when it lacks
+// them, so the commit that adds the first file with those columns also
+// adds them to the schema. Iceberg gives added columns the ids after the
+// table's last column id, so they get the ids the files carry only if
 // nothing else was ever added to the table; otherwise it fails rather than
 // publish files whose columns the table would misname.
 //
-// With typed, it also makes value_fields hold typed's shape (typedChanges),
-// in the same schema update (a transaction takes one), and returns
-// value_fields as the table then has it, with the ids the file must carry.
-func (s *Store) evolveSchema(txn *table.Transaction, tbl *table.Table, typed *schema.Typed) (iceberg.NestedField, error) {
-	var adds []iceberg.NestedField
-	if _, ok := tbl.Schema().FindFieldByName(txnFields()[0].Name); !ok && s.cols.hasTxn() {
+// With typed, it also makes value_fields hold typed's shape (typedChanges)
+// in the same new schema, and returns value_fields as the table then has
+// it, with the ids the file must carry. It returns the schema the commit
+// makes current and the updates that make it so (none without changes).
+func (s *Store) evolveSchema(meta *icemeta.Metadata, typed *schema.Typed) (*iceberg.Schema, []icemeta.Update, iceberg.NestedField, error) {
+	cur := meta.CurrentSchema()
+	var changes []icemeta.Change
+	if _, ok := cur.FindFieldByName(txnFields()[0].Name); !ok && s.cols.hasTxn() {
 		// (checkSchema has seen all of them, with our ids, when the first
 		// is there; a Store without them writes the old layout: tests.)
-		if last := tbl.Metadata().LastColumnID(); last != idHeaderValue {
-			return iceberg.NestedField{}, fmt.Errorf("cold: table's last column id is %d, want %d to add the transaction columns", last, idHeaderValue)
+		if last := meta.LastColumnID; last != idHeaderValue {
+			return nil, nil, iceberg.NestedField{}, fmt.Errorf("cold: table's last column id is %d, want %d to add the transaction columns", last, idHeaderValue)
 		}
-		adds = txnFields()
+		for _, f := range txnFields() {
+			changes = append(changes, icemeta.Change{Path: []string{f.Name}, Add: f.Type, Doc: f.Doc})
+		}
 	}
-	var changes []schemaChange
 	if typed != nil {
 		var have iceberg.Type
-		if f, ok := tbl.Schema().FindFieldByName(valueFieldsName); ok {
+		if f, ok := cur.FindFieldByName(valueFieldsName); ok {
 			have = f.Type
 		}
-		var err error
-		if changes, err = typedChanges(have, typed.Shape); err != nil {
-			return iceberg.NestedField{}, err
+		tc, err := typedChanges(have, typed.Shape)
+		if err != nil {
+			return nil, nil, iceberg.NestedField{}, err
+		}
+		for _, c := range tc {
+			changes = append(changes, icemeta.Change{Path: c.path, Add: c.add, To: c.to, Doc: c.doc})
 		}
 	}
-	if len(adds) > 0 || len(changes) > 0 {
-		var opts []table.UpdateSchemaOption
-		if nm := tbl.Metadata().NameMapping(); nm != nil {
-			// Keep the name mapping readers use for files without field
-			// ids in step with the schema.
-			opts = append(opts, table.WithNameMapping(nm))
-		}
-		u := txn.UpdateSchema(true, false, opts...)
-		for _, f := range adds {
-			u.AddColumn([]string{f.Name}, f.Type, f.Doc, false, nil)
-		}
-		for _, c := range changes {
-			if c.add != nil {
-				u.AddColumn(c.path, c.add, c.doc, false, nil)
-			} else {
-				u.UpdateColumn(c.path, table.ColumnUpdate{FieldType: iceberg.Optional[iceberg.Type]{Val: c.to, Valid: true}})
-			}
-		}
-		if err := u.Commit(); err != nil {
-			return iceberg.NestedField{}, fmt.Errorf("evolve the table schema: %w", err)
+	sc, ups := cur, []icemeta.Update(nil)
+	if len(changes) > 0 {
+		var err error
+		if sc, ups, err = icemeta.Evolve(meta, changes); err != nil {
+			return nil, nil, iceberg.NestedField{}, fmt.Errorf("evolve the table schema: %w", err)
 		}
 	}
 	if typed == nil {
-		return iceberg.NestedField{}, nil
+		return sc, ups, iceberg.NestedField{}, nil
 	}
-	staged, err := txn.StagedTable()
-	if err != nil {
-		return iceberg.NestedField{}, fmt.Errorf("typed columns: %w", err)
-	}
-	f, ok := staged.Schema().FindFieldByName(valueFieldsName)
+	f, ok := sc.FindFieldByName(valueFieldsName)
 	if !ok {
-		return iceberg.NestedField{}, errors.New("typed columns: value_fields missing after the schema update")
+		return nil, nil, iceberg.NestedField{}, errors.New("typed columns: value_fields missing after the schema update")
 	}
 	if _, ok := f.Type.(*iceberg.StructType); !ok || f.Required {
-		return iceberg.NestedField{}, fmt.Errorf("%w: the table's value_fields is %s", errTypedChange, f.Type)
+		return nil, nil, iceberg.NestedField{}, fmt.Errorf("%w: the table's value_fields is %s", errTypedChange, f.Type)
 	}
-	return f, nil
+	return sc, ups, f, nil
 }

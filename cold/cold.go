@@ -35,10 +35,10 @@ import (
 
 	"github.com/apache/iceberg-go"
 	iceio "github.com/apache/iceberg-go/io"
-	"github.com/apache/iceberg-go/table"
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/compress/zstd"
 
+	"github.com/korvet/korvet/cold/icemeta"
 	"github.com/korvet/korvet/internal/redact"
 )
 
@@ -149,9 +149,11 @@ type Store struct {
 
 // topicState caches a topic's table between calls. mu serializes writers.
 type topicState struct {
-	mu    sync.Mutex
-	tbl   *table.Table
-	files map[string]iceberg.DataFile // the current snapshot's data files
+	mu        sync.Mutex
+	meta      *icemeta.Metadata                // nil: not loaded
+	loc       string                           // meta's file
+	manifests []iceberg.ManifestFile           // the current snapshot's
+	files     map[string]iceberg.ManifestEntry // its data files, by path
 }
 
 // Open connects to the warehouse (creating the bucket if needed) and the
@@ -228,13 +230,13 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Store, error) {
 		return nil, err
 	}
 	if cfg.RESTCatalogURL != "" {
-		rc, err := newRESTCatalog(cfg.RESTCatalogURL, cfg.RESTCatalogToken, s.root, s.obj, s.fsys)
+		rc, err := newRESTCatalog(cfg.RESTCatalogURL, cfg.RESTCatalogToken, s.root, s.obj)
 		if err != nil {
 			return nil, err
 		}
 		s.cat = rc
 	} else {
-		s.cat = &fsCatalog{root: s.root, o: s.obj, fsys: s.fsys, log: log}
+		s.cat = &fsCatalog{root: s.root, o: s.obj, log: log}
 	}
 	// An unreachable store or catalog must not keep korvet from serving
 	// from Redis: setup is retried by every call until it succeeds.
@@ -283,8 +285,8 @@ func (s *Store) Warehouse() string { return s.root }
 // Namespace is the Iceberg namespace of the topic tables.
 func (s *Store) Namespace() string { return s.cfg.Namespace }
 
-// fsys is the table.FSysF of every table: iceberg-go's IO over s.obj,
-// bound to the context of the operation that asks for it.
+// fsys is iceberg-go's IO over s.obj, bound to the context of the
+// operation that asks for it.
 func (s *Store) fsys(ctx context.Context) (iceio.IO, error) {
 	return icebergFS{ctx: ctx, o: s.obj}, nil
 }
@@ -307,8 +309,8 @@ func (s *Store) topicState(name string) *topicState {
 	return ts
 }
 
-func (s *Store) ident(topic string) table.Identifier {
-	return table.Identifier{s.cfg.Namespace, topic}
+func (s *Store) ident(topic string) tableIdent {
+	return tableIdent{s.cfg.Namespace, topic}
 }
 
 // validTopic rejects names that cannot be a Kafka topic (and so could

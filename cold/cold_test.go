@@ -522,7 +522,7 @@ func TestRemove(t *testing.T) {
 			t.Fatalf("scan after remove: %d rows", n)
 		}
 		// Old snapshots are gone, so no manifest references the files.
-		tbl, err := s.cat.LoadTable(ctx, s.ident("ret"))
+		tbl, err := tableIO(s).LoadTable(ctx, s.ident("ret"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -600,7 +600,7 @@ func TestManySegmentsKeepMetadataSmall(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	tbl, err := s.cat.LoadTable(ctx, s.ident("many"))
+	tbl, err := tableIO(s).LoadTable(ctx, s.ident("many"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,7 +28,7 @@ import (
 // scanCount counts a table's rows through iceberg-go's own reader.
 func scanCount(t *testing.T, s *Store, topic string) int {
 	t.Helper()
-	tbl, err := s.cat.LoadTable(ctxT(t), s.ident(topic))
+	tbl, err := tableIO(s).LoadTable(ctxT(t), s.ident(topic))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +72,7 @@ func TestIcebergReadsTable(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		tbl, err := s.cat.LoadTable(ctx, s.ident("scan"))
+		tbl, err := tableIO(s).LoadTable(ctx, s.ident("scan"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -260,7 +260,6 @@ func TestRESTCatalog(t *testing.T) {
 	dir := t.TempDir()
 	wh := "file://" + filepath.Join(dir, "wh")
 	backing := &fsCatalog{root: wh, o: &localObjects{n: new(counters)}, log: testLogger(t)}
-	backing.fsys = func(ctx context.Context) (iceio.IO, error) { return icebergFS{ctx: ctx, o: backing.o}, nil }
 	srv := httptest.NewServer(&testRESTServer{t: t, cat: backing})
 	defer srv.Close()
 
@@ -299,7 +298,7 @@ func TestRESTCatalog(t *testing.T) {
 		t.Fatalf("scan after remove: %d", n)
 	}
 	// The backing catalog holds what the REST server committed.
-	tbl, err := backing.LoadTable(ctx, table.Identifier{"korvet", "rest"})
+	tbl, err := fsCat(backing).LoadTable(ctx, table.Identifier{"korvet", "rest"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -312,6 +311,11 @@ func TestRESTCatalog(t *testing.T) {
 	if files, err := s2.Files(ctx, "rest"); err != nil || len(files) != 0 {
 		t.Fatalf("files after drop: %+v, %v", files, err)
 	}
+}
+
+type testTableResult struct {
+	MetadataLocation string         `json:"metadata-location"`
+	Metadata         table.Metadata `json:"metadata"`
 }
 
 // testRESTServer is the write side of an Iceberg REST catalog, enough for
@@ -360,7 +364,7 @@ func (h *testRESTServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		ident := table.Identifier{parts[1], req.Name}
-		if _, err := h.cat.LoadTable(ctx, ident); err == nil {
+		if _, _, err := h.cat.loadTable(ctx, ident); err == nil {
 			restError(w, 409, "AlreadyExistsException", "exists")
 			return
 		}
@@ -369,22 +373,25 @@ func (h *testRESTServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			fail(err)
 			return
 		}
-		tbl, err := h.cat.createTable(ctx, ident, meta)
+		b, err := json.Marshal(meta)
+		if err == nil {
+			err = h.cat.writeVersionBytes(ctx, ident, 1, b)
+		}
 		if err != nil {
 			fail(err)
 			return
 		}
-		writeJSON(w, loadTableResult{MetadataLocation: tbl.MetadataLocation(), Metadata: tbl.Metadata()})
+		writeJSON(w, testTableResult{MetadataLocation: h.cat.versionPath(ident, 1), Metadata: meta})
 	case len(parts) == 4 && parts[2] == "tables":
 		ident := table.Identifier{parts[1], parts[3]}
 		switch r.Method {
 		case "GET":
-			tbl, err := h.cat.LoadTable(ctx, ident)
+			tbl, err := fsCat(h.cat).LoadTable(ctx, ident)
 			if err != nil {
 				fail(err)
 				return
 			}
-			writeJSON(w, loadTableResult{MetadataLocation: tbl.MetadataLocation(), Metadata: tbl.Metadata()})
+			writeJSON(w, testTableResult{MetadataLocation: tbl.MetadataLocation(), Metadata: tbl.Metadata()})
 		case "POST":
 			var req struct {
 				Requirements table.Requirements `json:"requirements"`
@@ -394,12 +401,14 @@ func (h *testRESTServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				fail(err)
 				return
 			}
-			meta, loc, err := h.cat.CommitTable(ctx, ident, req.Requirements, req.Updates)
+			// iceberg-go's own parser and metadata builder take korvet's
+			// requirements and updates.
+			meta, loc, err := fsCat(h.cat).CommitTable(ctx, ident, req.Requirements, req.Updates)
 			if err != nil {
 				fail(err)
 				return
 			}
-			writeJSON(w, loadTableResult{MetadataLocation: loc, Metadata: meta})
+			writeJSON(w, testTableResult{MetadataLocation: loc, Metadata: meta})
 		case "DELETE":
 			files, _ := h.cat.o.list(ctx, h.cat.metadataDir(ident))
 			for _, f := range files {

@@ -7,7 +7,7 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/apache/iceberg-go/table"
+	"github.com/korvet/korvet/cold/icemeta"
 )
 
 // RESTHandler serves the topic tables through the read side of the Iceberg
@@ -141,9 +141,10 @@ func (s *Store) restTable(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	err := s.ready(r.Context())
-	var tbl *table.Table
+	var meta *icemeta.Metadata
+	var loc string
 	if err == nil {
-		tbl, err = s.cat.LoadTable(r.Context(), s.ident(name))
+		meta, loc, err = s.cat.loadTable(r.Context(), s.ident(name))
 	}
 	if errors.Is(err, errNoTable) {
 		restError(w, http.StatusNotFound, "NoSuchTableException", "table does not exist: "+s.cfg.Namespace+"."+name)
@@ -159,15 +160,15 @@ func (s *Store) restTable(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, loadTableResult{
-		MetadataLocation: tbl.MetadataLocation(),
-		Metadata:         tbl.Metadata(),
+		MetadataLocation: loc,
+		Metadata:         meta,
 		Config:           s.clientConfig(),
 	})
 }
 
 type loadTableResult struct {
 	MetadataLocation string            `json:"metadata-location"`
-	Metadata         table.Metadata    `json:"metadata"`
+	Metadata         *icemeta.Metadata `json:"metadata"`
 	Config           map[string]string `json:"config,omitempty"`
 }
 

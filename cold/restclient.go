@@ -11,8 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/apache/iceberg-go/table"
-
+	"github.com/korvet/korvet/cold/icemeta"
 	"github.com/korvet/korvet/internal/redact"
 )
 
@@ -26,11 +25,10 @@ type restCatalog struct {
 	token  string
 	root   string
 	o      objects
-	fsys   table.FSysF
 	client *http.Client
 }
 
-func newRESTCatalog(uri, token, root string, o objects, fsys table.FSysF) (*restCatalog, error) {
+func newRESTCatalog(uri, token, root string, o objects) (*restCatalog, error) {
 	u, err := redact.ParseURL(uri)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") {
 		return nil, fmt.Errorf("cold: rest catalog URL %q: want http(s)://host[:port][/path]", redact.URL(uri))
@@ -40,7 +38,6 @@ func newRESTCatalog(uri, token, root string, o objects, fsys table.FSysF) (*rest
 		token:  token,
 		root:   root,
 		o:      o,
-		fsys:   fsys,
 		client: &http.Client{Timeout: time.Minute},
 	}
 	return c, nil
@@ -62,7 +59,7 @@ func (c *restCatalog) configure(ctx context.Context) error {
 
 func (c *restCatalog) kind() string { return "rest" }
 
-func (c *restCatalog) tableLocation(ident table.Identifier) string {
+func (c *restCatalog) tableLocation(ident tableIdent) string {
 	return joinURI(c.root, ident...)
 }
 
@@ -125,7 +122,7 @@ func (c *restCatalog) do(ctx context.Context, method, path string, in, out any) 
 	return resp.StatusCode, nil
 }
 
-func tablePath(ident table.Identifier) string {
+func tablePath(ident tableIdent) string {
 	ns := strings.Join(ident[:len(ident)-1], "\x1f")
 	return "/namespaces/" + url.PathEscape(ns) + "/tables/" + url.PathEscape(ident[len(ident)-1])
 }
@@ -145,33 +142,32 @@ type tableResult struct {
 	Metadata         json.RawMessage `json:"metadata"`
 }
 
-func (c *restCatalog) toTable(ident table.Identifier, res tableResult) (*table.Table, error) {
-	meta, err := table.ParseMetadataBytes(res.Metadata)
+func (c *restCatalog) toMeta(ident tableIdent, res tableResult) (*icemeta.Metadata, string, error) {
+	meta, err := icemeta.Parse(res.Metadata)
 	if err != nil {
-		return nil, fmt.Errorf("parse metadata of %s: %w", strings.Join(ident, "."), err)
+		return nil, "", fmt.Errorf("parse metadata of %s: %w", strings.Join(ident, "."), err)
 	}
-	return table.New(ident, meta, res.MetadataLocation, c.fsys, c), nil
+	return meta, res.MetadataLocation, nil
 }
 
-// LoadTable implements table.CatalogIO.
-func (c *restCatalog) LoadTable(ctx context.Context, ident table.Identifier) (*table.Table, error) {
+func (c *restCatalog) loadTable(ctx context.Context, ident tableIdent) (*icemeta.Metadata, string, error) {
 	var res tableResult
 	status, err := c.do(ctx, http.MethodGet, tablePath(ident), nil, &res)
 	if status == http.StatusNotFound {
-		return nil, fmt.Errorf("%s: %w", strings.Join(ident, "."), errNoTable)
+		return nil, "", fmt.Errorf("%s: %w", strings.Join(ident, "."), errNoTable)
 	}
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	return c.toTable(ident, res)
+	return c.toMeta(ident, res)
 }
 
-// CommitTable implements table.CatalogIO. A 409 is a lost race that
-// iceberg-go retries on fresh metadata; anything else leaves the outcome
-// unknown and ends the commit.
-func (c *restCatalog) CommitTable(ctx context.Context, ident table.Identifier, reqs []table.Requirement, updates []table.Update) (table.Metadata, string, error) {
+// commitTable sends the requirements and updates (the spec's
+// CommitTableRequest). A 409 is a lost race, to retry on fresh metadata;
+// anything else leaves the outcome unknown and ends the commit.
+func (c *restCatalog) commitTable(ctx context.Context, ident tableIdent, reqs []icemeta.Requirement, updates []icemeta.Update) (*icemeta.Metadata, string, error) {
 	if reqs == nil {
-		reqs = []table.Requirement{}
+		reqs = []icemeta.Requirement{}
 	}
 	body := map[string]any{
 		"identifier":   restIdent{Namespace: ident[:len(ident)-1], Name: ident[len(ident)-1]},
@@ -181,38 +177,36 @@ func (c *restCatalog) CommitTable(ctx context.Context, ident table.Identifier, r
 	var res tableResult
 	status, err := c.do(ctx, http.MethodPost, tablePath(ident), body, &res)
 	if status == http.StatusConflict {
-		return nil, "", fmt.Errorf("%w: %w", table.ErrCommitFailed, err)
+		return nil, "", fmt.Errorf("%w: %w", errCommitFailed, err)
 	}
 	if err != nil {
 		return nil, "", err
 	}
-	tbl, err := c.toTable(ident, res)
-	if err != nil {
-		return nil, "", err
-	}
-	return tbl.Metadata(), tbl.MetadataLocation(), nil
+	return c.toMeta(ident, res)
 }
 
-func (c *restCatalog) createTable(ctx context.Context, ident table.Identifier, meta table.Metadata) (*table.Table, error) {
+// createTable sends the table's schema, spec, sort order and properties;
+// the catalog makes the metadata (keeping the given field ids).
+func (c *restCatalog) createTable(ctx context.Context, ident tableIdent, meta *icemeta.Metadata) (*icemeta.Metadata, string, error) {
 	body := map[string]any{
 		"name":           ident[len(ident)-1],
-		"location":       meta.Location(),
+		"location":       meta.Location,
 		"schema":         meta.CurrentSchema(),
-		"partition-spec": meta.PartitionSpec(),
-		"write-order":    meta.SortOrder(),
-		"properties":     meta.Properties(),
+		"partition-spec": meta.Spec(),
+		"write-order":    json.RawMessage(`{"order-id":0,"fields":[]}`),
+		"properties":     meta.Properties,
 		"stage-create":   false,
 	}
 	var res tableResult
 	ns := strings.Join(ident[:len(ident)-1], "\x1f")
 	status, err := c.do(ctx, http.MethodPost, "/namespaces/"+url.PathEscape(ns)+"/tables", body, &res)
 	if status == http.StatusConflict {
-		return c.LoadTable(ctx, ident)
+		return c.loadTable(ctx, ident)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("create table %s: %w", strings.Join(ident, "."), err)
+		return nil, "", fmt.Errorf("create table %s: %w", strings.Join(ident, "."), err)
 	}
-	return c.toTable(ident, res)
+	return c.toMeta(ident, res)
 }
 
 func (c *restCatalog) listTables(ctx context.Context, ns string) ([]string, error) {
@@ -242,7 +236,7 @@ func (c *restCatalog) listTables(ctx context.Context, ns string) ([]string, erro
 
 // dropTable drops the table from the catalog, then deletes its objects
 // here: the catalog may have no credentials for the warehouse.
-func (c *restCatalog) dropTable(ctx context.Context, ident table.Identifier) error {
+func (c *restCatalog) dropTable(ctx context.Context, ident tableIdent) error {
 	status, err := c.do(ctx, http.MethodDelete, tablePath(ident)+"?purgeRequested=false", nil, nil)
 	if err != nil && status != http.StatusNotFound {
 		return err
@@ -259,4 +253,4 @@ func (c *restCatalog) dropTable(ctx context.Context, ident table.Identifier) err
 	return nil
 }
 
-var _ table.CatalogIO = (*restCatalog)(nil)
+var _ catalog = (*restCatalog)(nil)

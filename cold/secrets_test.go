@@ -33,7 +33,7 @@ func TestSecretsNotInErrors(t *testing.T) {
 	check("warehouse without bucket", err)
 	_, err = Open(ctxT(t), Config{Warehouse: "gs://ak:" + pw + "@b/wh", CacheDir: t.TempDir()}, testLogger(t))
 	check("gs warehouse", err)
-	_, err = newRESTCatalog("ftp://cat:"+pw+"@127.0.0.1/", token, "file:///wh", nil, nil)
+	_, err = newRESTCatalog("ftp://cat:"+pw+"@127.0.0.1/", token, "file:///wh", nil)
 	check("ftp catalog", err)
 
 	// A catalog that nobody serves.
@@ -43,7 +43,7 @@ func TestSecretsNotInErrors(t *testing.T) {
 	}
 	dead := ln.Addr().String()
 	ln.Close()
-	c, err := newRESTCatalog("http://cat:"+pw+"@"+dead+"/api", token, "file:///wh", nil, nil)
+	c, err := newRESTCatalog("http://cat:"+pw+"@"+dead+"/api", token, "file:///wh", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +58,7 @@ func TestSecretsNotInErrors(t *testing.T) {
 		restError(w, http.StatusForbidden, "ForbiddenException", "refused "+r.Header.Get("Authorization"))
 	}))
 	defer srv.Close()
-	c, err = newRESTCatalog(srv.URL, token, "file:///wh", nil, nil)
+	c, err = newRESTCatalog(srv.URL, token, "file:///wh", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

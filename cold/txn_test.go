@@ -142,7 +142,7 @@ func TestArchiveTxnRoundTrip(t *testing.T) {
 		}
 
 		// Other Iceberg readers see the columns.
-		tbl, err := s.cat.LoadTable(ctx, s.ident("txn"))
+		tbl, err := tableIO(s).LoadTable(ctx, s.ident("txn"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -253,7 +253,7 @@ func TestArchiveUpgradesOldTable(t *testing.T) {
 		if _, err := old.Archive(ctx, ref("up", 0, 9, 900, 3), chunkedTxn(makeRecords(900, 3), make([]record.Txn, 3), 3)); err == nil {
 			t.Fatal("legacy store archived txn info")
 		}
-		tbl, err := old.cat.LoadTable(ctx, old.ident("up"))
+		tbl, err := tableIO(old).LoadTable(ctx, old.ident("up"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -280,7 +280,7 @@ func TestArchiveUpgradesOldTable(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		tbl, err = s.cat.LoadTable(ctx, s.ident("up"))
+		tbl, err = tableIO(s).LoadTable(ctx, s.ident("up"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -314,7 +314,7 @@ func TestArchiveUpgradesOldTable(t *testing.T) {
 		if _, err := s2.Archive(ctx, ref("up", 0, 2, 500, 10), chunked(makeRecords(500, 10), 10)); err != nil {
 			t.Fatal(err)
 		}
-		tbl, err = s2.cat.LoadTable(ctx, s2.ident("up"))
+		tbl, err = tableIO(s2).LoadTable(ctx, s2.ident("up"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -351,7 +351,7 @@ func TestArchiveRefusesForeignSchemaChange(t *testing.T) {
 	if _, err := old.Archive(ctx, ref("foreign", 0, 0, 0, 5), chunked(makeRecords(0, 5), 5)); err != nil {
 		t.Fatal(err)
 	}
-	tbl, err := old.cat.LoadTable(ctx, old.ident("foreign"))
+	tbl, err := tableIO(old).LoadTable(ctx, old.ident("foreign"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/apache/iceberg-go"
-	"github.com/apache/iceberg-go/table"
 	"github.com/parquet-go/parquet-go"
 
+	"github.com/korvet/korvet/cold/icemeta"
 	"github.com/korvet/korvet/engine/schema"
 )
 
@@ -388,12 +388,12 @@ func parquetNodeOf(t iceberg.Type) (parquet.Node, error) {
 // will make. nil (with a warning) when the table cannot take the shape:
 // the segment is archived without typed columns, as the raw value is what
 // matters.
-func (s *Store) planTyped(tbl *table.Table, topic string, typed *schema.Typed) *typedPlan {
+func (s *Store) planTyped(meta *icemeta.Metadata, topic string, typed *schema.Typed) *typedPlan {
 	if !s.cols.hasTxn() {
 		return nil // a Store writing the old file layout (tests)
 	}
 	// A dry run of the commit's schema update, for the ids it assigns.
-	f, err := s.evolveSchema(tbl.NewTransaction(), tbl, typed)
+	_, _, f, err := s.evolveSchema(meta, typed)
 	if err != nil {
 		s.warnTyped(topic, "typed columns refused", err)
 		return nil

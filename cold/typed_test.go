@@ -19,7 +19,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/iceberg-go"
-	iceio "github.com/apache/iceberg-go/io"
 	"github.com/parquet-go/parquet-go"
 
 	"github.com/korvet/korvet/engine/record"
@@ -323,7 +322,7 @@ func arrowValue(t *testing.T, a arrow.Array, i int) any {
 // scan of the table's current schema.
 func scanTyped(t *testing.T, s *Store, topic string) (map[int64][]byte, map[int64]any) {
 	t.Helper()
-	tbl, err := s.cat.LoadTable(ctxT(t), s.ident(topic))
+	tbl, err := tableIO(s).LoadTable(ctxT(t), s.ident(topic))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -363,8 +362,7 @@ func TestTypedColumns(t *testing.T) {
 		dir := t.TempDir()
 		wh := "file://" + filepath.Join(dir, "wh")
 		backing := &fsCatalog{root: wh, o: &localObjects{n: new(counters)}, log: testLogger(t)}
-		backing.fsys = func(ctx context.Context) (iceio.IO, error) { return icebergFS{ctx: ctx, o: backing.o}, nil }
-		srv := httptest.NewServer(&testRESTServer{t: t, cat: backing})
+			srv := httptest.NewServer(&testRESTServer{t: t, cat: backing})
 		defer srv.Close()
 		typedColumns(t, Config{Warehouse: wh, RESTCatalogURL: srv.URL, RESTCatalogToken: "tok"})
 	})
@@ -385,7 +383,7 @@ func typedColumns(t *testing.T, cfg Config) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tbl, err := s.cat.LoadTable(ctx, s.ident("typed"))
+	tbl, err := tableIO(s).LoadTable(ctx, s.ident("typed"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -398,7 +396,7 @@ func typedColumns(t *testing.T, cfg Config) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tbl, err = s.cat.LoadTable(ctx, s.ident("typed")); err != nil {
+	if tbl, err = tableIO(s).LoadTable(ctx, s.ident("typed")); err != nil {
 		t.Fatal(err)
 	}
 	checkTypedSchema(t, tbl.Schema(), true)
@@ -570,7 +568,7 @@ func TestTypedRefusedChange(t *testing.T) {
 	if _, err := s.Archive(ctx, ref("refuse", 0, 3, 300, len(seg4)), chunked(seg4, 100)); err != nil {
 		t.Fatal(err)
 	}
-	tbl, err := s.cat.LoadTable(ctx, s.ident("refuse"))
+	tbl, err := tableIO(s).LoadTable(ctx, s.ident("refuse"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,85 @@
+package cold
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	iceio "github.com/apache/iceberg-go/io"
+	"github.com/apache/iceberg-go/table"
+)
+
+// testCat serves a Store's tables to iceberg-go's table package, so tests
+// read and scan them with iceberg-go (the proof they are valid Iceberg)
+// and, over a Hadoop-style catalog, commit with it as korvet did before
+// it wrote its own metadata.
+type testCat struct {
+	c    catalog
+	fsys table.FSysF
+}
+
+func tableIO(s *Store) testCat { return testCat{c: s.cat, fsys: s.fsys} }
+
+func fsCat(c *fsCatalog) testCat {
+	return testCat{c: c, fsys: func(ctx context.Context) (iceio.IO, error) { return icebergFS{ctx: ctx, o: c.o}, nil }}
+}
+
+func (t testCat) LoadTable(ctx context.Context, ident table.Identifier) (*table.Table, error) {
+	meta, loc, err := t.c.loadTable(ctx, tableIdent(ident))
+	if err != nil {
+		return nil, err
+	}
+	b, err := json.Marshal(meta)
+	if err != nil {
+		return nil, err
+	}
+	m, err := table.ParseMetadataBytes(b)
+	if err != nil {
+		return nil, fmt.Errorf("iceberg-go parses korvet's metadata: %w", err)
+	}
+	return table.New(ident, m, loc, t.fsys, t), nil
+}
+
+func (t testCat) CommitTable(ctx context.Context, ident table.Identifier, reqs []table.Requirement, updates []table.Update) (table.Metadata, string, error) {
+	fc, ok := t.c.(*fsCatalog)
+	if !ok {
+		return nil, "", errors.New("testCat commits to a Hadoop-style catalog only")
+	}
+	id := tableIdent(ident)
+	v, err := fc.current(ctx, id)
+	if err != nil {
+		return nil, "", err
+	}
+	loc := fc.versionPath(id, v)
+	b, err := fc.o.get(ctx, loc)
+	if err != nil {
+		return nil, "", err
+	}
+	base, err := table.ParseMetadataBytes(b)
+	if err != nil {
+		return nil, "", err
+	}
+	for _, r := range reqs {
+		if err := r.Validate(base); err != nil {
+			return nil, "", fmt.Errorf("%w: %w", table.ErrCommitFailed, err)
+		}
+	}
+	meta, err := table.UpdateTableMetadata(base, updates, loc)
+	if err != nil {
+		return nil, "", err
+	}
+	nb, err := json.Marshal(meta)
+	if err != nil {
+		return nil, "", err
+	}
+	if err := fc.writeVersionBytes(ctx, id, v+1, nb); err != nil {
+		if errors.Is(err, errCommitFailed) {
+			err = fmt.Errorf("%w: %w", table.ErrCommitFailed, err)
+		}
+		return nil, "", err
+	}
+	return meta, fc.versionPath(id, v+1), nil
+}
+
+var _ table.CatalogIO = testCat{}
