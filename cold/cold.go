@@ -131,6 +131,11 @@ type Store struct {
 	footers   *footerCache
 	groups    *groupCache
 	keepSnaps int
+	// maxMans bounds a snapshot's data manifests. An append adds one
+	// manifest holding its file; the append that would pass this many
+	// writes one manifest of all the table's files instead (the entries
+	// are cached, so merging reads nothing).
+	maxMans int
 
 	setupMu   sync.Mutex
 	setupDone bool
@@ -187,6 +192,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Store, error) {
 		codec:     &zstd.Codec{Level: zstd.SpeedFastest},
 		topics:    make(map[string]*topicState),
 		keepSnaps: 20,
+		maxMans:   100,
 		groups:    newGroupCache(cfg.ReadCacheBytes),
 	}
 	cols, err := columnsOf(s.schema)

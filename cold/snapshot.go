@@ -22,13 +22,6 @@ import (
 // Snapshots: manifests and manifest lists are written with iceberg-go's
 // root package (Avro), the table metadata with icemeta.
 
-// maxManifests bounds a snapshot's data manifests. An append adds one
-// manifest holding its file; the append that would pass this many writes
-// one manifest of all the table's files instead. The entries are cached,
-// so merging reads nothing, and a reader opens at most this many
-// manifests.
-const maxManifests = 100
-
 // readSnapshot reads a snapshot's manifests and its data files.
 func (s *Store) readSnapshot(ctx context.Context, snap *icemeta.Snapshot) ([]iceberg.ManifestFile, map[string]iceberg.ManifestEntry, error) {
 	files := make(map[string]iceberg.ManifestEntry)
@@ -131,7 +124,7 @@ func (s *Store) appendFile(ctx context.Context, ts *topicState, topic string, df
 		}
 	}
 	var existing []iceberg.ManifestEntry
-	if len(data)+1 > maxManifests {
+	if len(data)+1 > s.maxMans {
 		existing, data = sortedEntries(ts.files), nil
 	}
 	mf, err := s.writeManifest(ctx, meta, sc, id, existing, df)

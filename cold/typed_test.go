@@ -362,7 +362,7 @@ func TestTypedColumns(t *testing.T) {
 		dir := t.TempDir()
 		wh := "file://" + filepath.Join(dir, "wh")
 		backing := &fsCatalog{root: wh, o: &localObjects{n: new(counters)}, log: testLogger(t)}
-			srv := httptest.NewServer(&testRESTServer{t: t, cat: backing})
+		srv := httptest.NewServer(&testRESTServer{t: t, cat: backing})
 		defer srv.Close()
 		typedColumns(t, Config{Warehouse: wh, RESTCatalogURL: srv.URL, RESTCatalogToken: "tok"})
 	})
