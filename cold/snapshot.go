@@ -37,11 +37,10 @@ func (s *Store) readSnapshot(ctx context.Context, snap *icemeta.Snapshot) ([]ice
 		if m.ManifestContent() != iceberg.ManifestContentData {
 			continue
 		}
-		entries, err := m.FetchEntries(fsys, true)
-		if err != nil {
-			return nil, nil, fmt.Errorf("read manifest %s: %w", m.FilePath(), err)
-		}
-		for _, e := range entries {
+		for e, err := range m.Entries(fsys, true) {
+			if err != nil {
+				return nil, nil, fmt.Errorf("read manifest %s: %w", m.FilePath(), err)
+			}
 			files[e.DataFile().FilePath()] = e
 		}
 	}
