@@ -116,10 +116,12 @@ EOF
 		name=$(license_name "$f")
 		if [[ $name == Apache-2.0 ]]; then
 			printf 'License: Apache-2.0\n On Debian systems the full text of the Apache License 2.0 is in\n /usr/share/common-licenses/Apache-2.0.\n'
-			[[ -f $dir/NOTICE ]] && {
+			# (an if, not &&: a module without NOTICE last in the list
+			# would make the loop, and so the script, fail)
+			if [[ -f $dir/NOTICE ]]; then
 				printf ' .\n NOTICE:\n'
 				indent <"$dir/NOTICE"
-			}
+			fi
 		else
 			printf 'License: %s\n' "$name"
 			indent <"$f"
