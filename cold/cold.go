@@ -34,7 +34,6 @@ import (
 	"time"
 
 	"github.com/apache/iceberg-go"
-	iceio "github.com/apache/iceberg-go/io"
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/compress/zstd"
 
@@ -290,12 +289,6 @@ func (s *Store) Warehouse() string { return s.root }
 
 // Namespace is the Iceberg namespace of the topic tables.
 func (s *Store) Namespace() string { return s.cfg.Namespace }
-
-// fsys is iceberg-go's IO over s.obj, bound to the context of the
-// operation that asks for it.
-func (s *Store) fsys(ctx context.Context) (iceio.IO, error) {
-	return icebergFS{ctx: ctx, o: s.obj}, nil
-}
 
 func (s *Store) topic(ctx context.Context, name string) (*topicState, error) {
 	if err := s.ready(ctx); err != nil {

@@ -13,12 +13,12 @@ import (
 	iceio "github.com/apache/iceberg-go/io"
 )
 
-// icebergFS lets iceberg-go read and write manifests, manifest lists and
-// (for its own scans) data files through korvet's object store, so that
-// one client, one set of credentials and one connection pool serve
-// everything. iceberg-go's IO methods take no context; the filesystem is
-// built per operation from the context of the call that asked for it
-// (table.FSysF), so cancellation still reaches every request.
+// icebergFS lets iceberg-go read manifests (and, in tests, write them and
+// scan data files) through korvet's object store, so that one client, one
+// set of credentials and one connection pool serve everything. iceberg-go's
+// IO methods take no context; the filesystem is built per operation from
+// the context of the call that asked for it, so cancellation still reaches
+// every request.
 type icebergFS struct {
 	ctx context.Context
 	o   objects

@@ -19,6 +19,12 @@ type testCat struct {
 	fsys table.FSysF
 }
 
+// fsys is iceberg-go's IO over s.obj, bound to the context of the
+// operation that asks for it.
+func (s *Store) fsys(ctx context.Context) (iceio.IO, error) {
+	return icebergFS{ctx: ctx, o: s.obj}, nil
+}
+
 func tableIO(s *Store) testCat { return testCat{c: s.cat, fsys: s.fsys} }
 
 func fsCat(c *fsCatalog) testCat {
