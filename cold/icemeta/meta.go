@@ -237,7 +237,7 @@ func New(location string, sc *iceberg.Schema, spec iceberg.PartitionSpec, props 
 	delete(props, "format-version") // a table property only at creation
 	return &Metadata{
 		FormatVersion:      2,
-		TableUUID:          newUUID(),
+		TableUUID:          NewUUID(),
 		Location:           location,
 		LastUpdatedMs:      nowMs,
 		LastColumnID:       sc.HighestFieldID(),
@@ -255,17 +255,14 @@ func New(location string, sc *iceberg.Schema, spec iceberg.PartitionSpec, props 
 	}, nil
 }
 
-// newUUID is a random (version 4) UUID.
-func newUUID() string {
+// NewUUID is a random (version 4) UUID, for table ids and file names.
+func NewUUID() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
 	b[6] = b[6]&0x0f | 0x40
 	b[8] = b[8]&0x3f | 0x80
 	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
 }
-
-// NewUUID is a random UUID, for file names.
-func NewUUID() string { return newUUID() }
 
 // intProp reads an integer property, def when unset or malformed.
 func (m *Metadata) intProp(k string, def int) int {
