@@ -50,6 +50,7 @@ func (k *KV) Rebuild(ctx context.Context, ix *index.Index, o RebuildOptions) (Re
 		return RebuildResult{}, err
 	}
 	kv := newKVIndex(k.e, ix, IndexOptions{})
+	kv.bulk = true
 	var parts []*kvPart
 	targets := map[*kvPart]int64{}
 	type span struct{ from, to int64 }
@@ -81,7 +82,7 @@ func (k *KV) Rebuild(ctx context.Context, ix *index.Index, o RebuildOptions) (Re
 		pr := RebuildProgress{Records: records.Load(), Elapsed: time.Since(start), Final: final}
 		for kp, sp := range spans {
 			kp.mu.Lock()
-			applied := kp.applied
+			applied := max(kp.applied, kp.loaded)
 			kp.mu.Unlock()
 			pr.Total += max(sp.to-sp.from, 0)
 			pr.Done += min(max(applied-sp.from, 0), max(sp.to-sp.from, 0))
