@@ -156,6 +156,10 @@ func (kv *kvIndex) fill(ctx context.Context, kp *kvPart, limit int64, progress *
 	kp.mu.Unlock()
 	if ld != nil {
 		ld.next = from
+		// Room for the whole span when it fits the budget (offsets bound
+		// records; keys guessed at 16 bytes).
+		n := int(min(max(target()-from, 0), loadBudget/(32+16)))
+		ld.l.Grow(n, 16*n)
 	}
 
 	// Offsets are dense (compaction only thins them), so the log ahead

@@ -59,6 +59,13 @@ func (l *Loader) add(key []byte) *loadEnt {
 	return &l.ents[len(l.ents)-1]
 }
 
+// Grow makes room for n more updates of keys of keyBytes in all, so
+// that a load of known size does not copy its buffers as they grow.
+func (l *Loader) Grow(n, keyBytes int) {
+	l.ents = slices.Grow(l.ents, n)
+	l.keys = slices.Grow(l.keys, keyBytes)
+}
+
 // Len is the number of updates collected since the last Flush.
 func (l *Loader) Len() int { return len(l.ents) }
 
