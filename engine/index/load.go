@@ -66,6 +66,9 @@ func (l *Loader) Grow(n, keyBytes int) {
 	l.keys = slices.Grow(l.keys, keyBytes)
 }
 
+// Reset drops the updates collected since the last Flush.
+func (l *Loader) Reset() { l.ents, l.keys = l.ents[:0], l.keys[:0] }
+
 // Len is the number of updates collected since the last Flush.
 func (l *Loader) Len() int { return len(l.ents) }
 
@@ -104,7 +107,7 @@ func (l *Loader) Flush(ctx context.Context, next int64) error {
 	if err != nil {
 		return fmt.Errorf("index: load %d updates: %w", len(l.ents), err)
 	}
-	l.ents, l.keys = l.ents[:0], l.keys[:0]
+	l.Reset()
 	return nil
 }
 
