@@ -75,7 +75,8 @@ type kvIndex struct {
 	gen     uint64 // bumped by each swap
 	// bulk marks the index of an offline rebuild: fill loads sorted
 	// tables (kv_load.go) instead of committing batches.
-	bulk bool
+	bulk       bool
+	loadBudget int // tests: overrides loadBudget when > 0
 
 	mu     sync.RWMutex
 	topics map[[16]byte]*kvTopic

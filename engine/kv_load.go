@@ -67,7 +67,11 @@ func (kv *kvIndex) loadChunk(ctx context.Context, kp *kvPart, c *fillChunk, limi
 	if progress != nil {
 		progress.Add(int64(n))
 	}
-	if ld.l.Size() >= loadBudget {
+	budget := loadBudget
+	if kv.loadBudget > 0 {
+		budget = kv.loadBudget
+	}
+	if ld.l.Size() >= budget {
 		return kv.loadFlush(ctx, kp, gen, ld)
 	}
 	return nil
