@@ -99,9 +99,9 @@ type fillChunk struct {
 const (
 	keyReadsAhead = 6
 	keyReadBytes  = 1 << 20
-	// keyReadFirst is the size of the first reads, before the entry size
-	// is known.
-	keyReadFirst = 64
+	// keyReadFirst is the size of the first read, alone in flight: the
+	// entry size is not known yet.
+	keyReadFirst = 16
 )
 
 // fillBufs recycles the records of a fill's chunks.
@@ -172,6 +172,7 @@ func (kv *kvIndex) fill(ctx context.Context, kp *kvPart, limit int64, progress *
 		defer close(chunks)
 		var queue []chan *fillChunk
 		var seen, seenBytes int64
+		probed := false
 		at := from
 		drain := func() {
 			for _, f := range queue {
@@ -180,10 +181,11 @@ func (kv *kvIndex) fill(ctx context.Context, kp *kvPart, limit int64, progress *
 			queue = nil
 		}
 		for {
-			for len(queue) < keyReadsAhead {
+			// One small read first, until the entry size is known.
+			for len(queue) < keyReadsAhead && (probed || len(queue) == 0) {
 				width := int64(keyReadFirst)
 				if seen > 0 {
-					width = min(max(keyReadBytes*seen/max(seenBytes, 1), keyReadFirst), keyScanCount)
+					width = min(max(keyReadBytes*seen/max(seenBytes, 1), 1), keyScanCount)
 				}
 				to := min(target(), at+width)
 				if at >= to {
@@ -200,7 +202,7 @@ func (kv *kvIndex) fill(ctx context.Context, kp *kvPart, limit int64, progress *
 			}
 			c := <-queue[0]
 			queue = queue[1:]
-			seen, seenBytes = seen+int64(len(c.recs)), seenBytes+int64(c.bytes)
+			seen, seenBytes, probed = seen+int64(len(c.recs)), seenBytes+int64(c.bytes), true
 			if c.err != nil {
 				drain()
 			}
