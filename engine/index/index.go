@@ -118,6 +118,12 @@ func Open(dir string, opts Options) (*Index, error) {
 		return nil, fmt.Errorf("%w: %s: %v", ErrLocked, dir, err)
 	}
 	po.Lock = lock
+	// Tables a Loader wrote but a crash kept from being ingested or removed.
+	if left, _ := filepath.Glob(filepath.Join(dir, "load-*.sst")); len(left) > 0 {
+		for _, f := range left {
+			_ = os.Remove(f)
+		}
+	}
 	db, err := pebble.Open(dir, po)
 	if err != nil {
 		lock.Close()
