@@ -158,7 +158,7 @@ func (kv *kvIndex) fill(ctx context.Context, kp *kvPart, limit int64, progress *
 		ld.next = from
 		// Room for the whole span when it fits the budget (offsets bound
 		// records; keys guessed at 16 bytes).
-		n := int(min(max(target()-from, 0), loadBudget/(32+16)))
+		n := int(min(max(target()-from, 0), loadBudget/(40+16)))
 		ld.l.Grow(n, 16*n)
 	}
 

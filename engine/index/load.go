@@ -32,7 +32,10 @@ type Loader struct {
 }
 
 // loadEnt is one update; seq orders updates of one key (the last wins).
+// pre, the key's first 8 bytes, settles most comparisons of the sort
+// without reaching for the key.
 type loadEnt struct {
+	pre        uint64
 	koff, klen uint32
 	seq        uint32
 	del        bool
@@ -54,7 +57,9 @@ func (l *Loader) Set(key []byte, p Pointer) {
 func (l *Loader) Delete(key []byte) { l.add(key).del = true }
 
 func (l *Loader) add(key []byte) *loadEnt {
-	l.ents = append(l.ents, loadEnt{koff: uint32(len(l.keys)), klen: uint32(len(key)), seq: uint32(len(l.ents))})
+	var pre [8]byte
+	copy(pre[:], key)
+	l.ents = append(l.ents, loadEnt{pre: binary.BigEndian.Uint64(pre[:]), koff: uint32(len(l.keys)), klen: uint32(len(key)), seq: uint32(len(l.ents))})
 	l.keys = append(l.keys, key...)
 	return &l.ents[len(l.ents)-1]
 }
@@ -76,7 +81,7 @@ func (l *Loader) Len() int { return len(l.ents) }
 // before it passes their budget (and before 4 GiB of keys).
 func (l *Loader) Size() int { return len(l.keys) + len(l.ents)*loadEntSize }
 
-const loadEntSize = 32
+const loadEntSize = 40
 
 // Flush writes the collected updates, the latest per key, with the
 // partition's checkpoint next, into one table and ingests it; the buffers
@@ -85,6 +90,9 @@ func (l *Loader) Flush(ctx context.Context, next int64) error {
 	kb := l.keys
 	user := func(e *loadEnt) []byte { return kb[e.koff : e.koff+e.klen] }
 	slices.SortFunc(l.ents, func(a, b loadEnt) int {
+		if a.pre != b.pre {
+			return cmp.Compare(a.pre, b.pre) // zero padding sorts as bytes.Compare does
+		}
 		if c := bytes.Compare(user(&a), user(&b)); c != 0 {
 			return c
 		}
