@@ -73,6 +73,10 @@ type kvIndex struct {
 	closeMu sync.RWMutex
 	closed  bool
 	gen     uint64 // bumped by each swap
+	// bulk marks the index of an offline rebuild: fill loads sorted
+	// tables (kv_load.go) instead of committing batches.
+	bulk       bool
+	loadBudget int // tests: overrides loadBudget when > 0
 
 	mu     sync.RWMutex
 	topics map[[16]byte]*kvTopic
@@ -118,6 +122,7 @@ type kvPart struct {
 	// removal.
 	mu      sync.Mutex
 	applied int64         // offsets below are in the index (the checkpoint)
+	loaded  int64         // a bulk fill's records below are read, not yet in the index
 	ready   chan struct{} // closed while the index has caught up
 	caught  atomic.Bool   // ready is closed: for readers that must not wait
 	err     error         // last failure to apply, for stats

@@ -87,14 +87,53 @@ type fillChunk struct {
 	from, next int64
 	recs       []record.Record
 	txns       []record.Txn // parallel to recs; empty when none is transactional
-	release    func()
+	bytes      int          // the size of the replies read
+	releases   []func()
 	err        error
+}
+
+// Reads ahead of the applier: up to keyReadsAhead reads in flight per
+// partition, each of about keyReadBytes of reply (at most keyScanCount
+// entries), so that Redis always has the next read queued while korvet
+// parses and indexes, and a partition holds a few MiB of replies at most.
+const (
+	keyReadsAhead = 6
+	keyReadBytes  = 1 << 20
+	// keyReadFirst is the size of the first read, alone in flight: the
+	// entry size is not known yet.
+	keyReadFirst = 16
+)
+
+// fillBufs recycles the records of a fill's chunks.
+type fillBufs struct{ free chan *fillChunk }
+
+func (fb *fillBufs) get() *fillChunk {
+	select {
+	case c := <-fb.free:
+		return c
+	default:
+		return &fillChunk{}
+	}
+}
+
+// put releases c's replies and keeps its slices for another read.
+func (fb *fillBufs) put(c *fillChunk) {
+	for _, r := range c.releases {
+		r()
+	}
+	clear(c.releases)
+	*c = fillChunk{recs: c.recs[:0], txns: c.txns[:0], releases: c.releases[:0]}
+	select {
+	case fb.free <- c:
+	default:
+	}
 }
 
 // fill applies the partition's log from its checkpoint up to limit (the
 // last stable offset when limit < 0, following it until caught up; never
-// past it, see kv_txn.go). Reads run one chunk ahead of the applier, so
-// Redis and Pebble work in parallel.
+// past it, see kv_txn.go). Reads run ahead of the applier, so Redis and
+// Pebble work in parallel. A bulk index (a rebuild) loads the records
+// into sorted tables (loadChunk) instead of batches.
 func (kv *kvIndex) fill(ctx context.Context, kp *kvPart, limit int64, progress *atomic.Int64) error {
 	p := kp.p
 	ctx, cancel := context.WithCancel(ctx)
@@ -107,29 +146,54 @@ func (kv *kvIndex) fill(ctx context.Context, kp *kvPart, limit int64, progress *
 	}
 	kv.closeMu.RLock()
 	gen := kv.gen
+	var ld *partLoad
+	if kv.bulk {
+		ld = &partLoad{l: kv.ix.NewLoader(p.t.id, p.id)}
+	}
 	kv.closeMu.RUnlock()
 	kp.mu.Lock()
 	from := max(kp.applied, p.LogStart())
 	kp.mu.Unlock()
+	if ld != nil {
+		ld.next = from
+		// Room for the whole span when it fits the budget (offsets bound
+		// records; keys guessed at 16 bytes).
+		n := int(min(max(target()-from, 0), loadBudget/(40+16)))
+		ld.l.Grow(n, 16*n)
+	}
 
 	// Offsets are dense (compaction only thins them), so the log ahead
-	// splits into windows of keyScanCount offsets read concurrently, a
-	// few at a time, and handed to the applier in order: a rebuild keeps
-	// Redis and both ends of the pipe busy.
-	const inflight = 3
-	chunks := make(chan fillChunk, inflight)
+	// splits into windows of offsets read concurrently, a few at a time,
+	// and handed to the applier in order. A window is sized from the
+	// entries read so far to about keyReadBytes of reply.
+	bufs := &fillBufs{free: make(chan *fillChunk, keyReadsAhead+2)}
+	chunks := make(chan *fillChunk, 1)
 	go func() {
 		defer close(chunks)
-		var queue []chan fillChunk
+		var queue []chan *fillChunk
+		var seen, seenBytes int64
+		probed := false
 		at := from
+		drain := func() {
+			for _, f := range queue {
+				bufs.put(<-f)
+			}
+			queue = nil
+		}
 		for {
-			for len(queue) < inflight {
-				to := min(target(), at+keyScanCount)
+			// One small read first, until the entry size is known.
+			for len(queue) < keyReadsAhead && (probed || len(queue) == 0) {
+				width := int64(keyReadFirst)
+				if seen > 0 {
+					width = min(max(keyReadBytes*seen/max(seenBytes, 1), 1), keyScanCount)
+				}
+				to := min(target(), at+width)
 				if at >= to {
 					break
 				}
-				fut := make(chan fillChunk, 1)
-				go func(a, b int64) { fut <- readRange(ctx, p, a, b) }(at, to)
+				fut := make(chan *fillChunk, 1)
+				c := bufs.get()
+				go func(a, b int64) { readRange(ctx, p, a, b, c); fut <- c }(at, to)
 				queue = append(queue, fut)
 				at = to
 			}
@@ -138,25 +202,15 @@ func (kv *kvIndex) fill(ctx context.Context, kp *kvPart, limit int64, progress *
 			}
 			c := <-queue[0]
 			queue = queue[1:]
+			seen, seenBytes, probed = seen+int64(len(c.recs)), seenBytes+int64(c.bytes), true
 			if c.err != nil {
-				for _, f := range queue {
-					if r := <-f; r.release != nil {
-						r.release()
-					}
-				}
-				queue = nil
+				drain()
 			}
 			select {
 			case chunks <- c:
 			case <-ctx.Done():
-				if c.release != nil {
-					c.release()
-				}
-				for _, f := range queue {
-					if r := <-f; r.release != nil {
-						r.release()
-					}
-				}
+				bufs.put(c)
+				drain()
 				return
 			}
 			if c.err != nil {
@@ -164,19 +218,32 @@ func (kv *kvIndex) fill(ctx context.Context, kp *kvPart, limit int64, progress *
 			}
 		}
 	}()
+	defer func() {
+		cancel()
+		for c := range chunks {
+			bufs.put(c)
+		}
+	}()
 
 	for c := range chunks {
 		if errors.Is(c.err, ErrOffsetOutOfRange) && c.from < p.LogStart() {
 			// Retention moved past the checkpoint meanwhile: go again
 			// from the new log start.
+			bufs.put(c)
 			kv.nudge()
 			break
 		}
-		if c.err != nil {
-			return c.err
+		if err := c.err; err != nil {
+			bufs.put(c)
+			return err
 		}
-		err := kv.applyChunk(kp, c, limit, gen, progress)
-		c.release()
+		var err error
+		if ld != nil {
+			err = kv.loadChunk(ctx, kp, c, limit, gen, ld, progress)
+		} else {
+			err = kv.applyChunk(kp, c, limit, gen, progress)
+		}
+		bufs.put(c)
 		if errors.Is(err, errKVSwapped) {
 			kv.nudge()
 			return nil
@@ -187,6 +254,11 @@ func (kv *kvIndex) fill(ctx context.Context, kp *kvPart, limit int64, progress *
 	}
 	if err := ctx.Err(); err != nil {
 		return err
+	}
+	if ld != nil {
+		if err := kv.loadFlush(ctx, kp, gen, ld); err != nil {
+			return err
+		}
 	}
 	// Caught up as far as the reads went; the commit path takes over when
 	// nothing was committed meanwhile, else the next round continues.
@@ -213,43 +285,27 @@ func (kv *kvIndex) fill(ctx context.Context, kp *kvPart, limit int64, progress *
 	return nil
 }
 
-// readRange reads the keys of records [a, b) for fill, in as many reads
-// as segment boundaries take.
-func readRange(ctx context.Context, p *Partition, a, b int64) fillChunk {
-	c := fillChunk{from: a, next: a}
-	var releases []func()
-	c.release = func() {
-		for _, r := range releases {
-			r()
-		}
-	}
+// readRange reads the keys of records [a, b) into c, for fill, in as many
+// reads as segment boundaries take.
+func readRange(ctx context.Context, p *Partition, a, b int64, c *fillChunk) {
+	c.from, c.next = a, a
 	for c.next < b {
-		recs, txns, next, release, err := p.readKeys(ctx, c.next, b)
+		recs, txns, next, n, release, err := p.readKeys(ctx, c.next, b, c.recs, c.txns)
 		if err != nil {
 			c.err = err
-			c.release()
-			c.release = nil
-			return c
+			return
 		}
-		releases = append(releases, release)
-		if len(txns) > 0 || len(c.txns) > 0 {
-			c.txns = append(padTxns(c.txns, len(c.recs)), padTxns(txns, len(recs))...)
-		}
-		if c.recs == nil {
-			c.recs = recs
-		} else {
-			c.recs = append(c.recs, recs...)
-		}
+		c.recs, c.txns, c.bytes = recs, txns, c.bytes+n
+		c.releases = append(c.releases, release)
 		if next <= c.next {
 			break // the log is shorter than b (cannot happen below the high watermark)
 		}
 		c.next = next
 	}
-	return c
 }
 
 // applyChunk indexes one chunk of records.
-func (kv *kvIndex) applyChunk(kp *kvPart, c fillChunk, limit int64, gen uint64, progress *atomic.Int64) error {
+func (kv *kvIndex) applyChunk(kp *kvPart, c *fillChunk, limit int64, gen uint64, progress *atomic.Int64) error {
 	p := kp.p
 	kv.closeMu.RLock()
 	defer kv.closeMu.RUnlock()

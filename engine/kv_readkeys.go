@@ -9,28 +9,31 @@ import (
 	"github.com/korvet/korvet/resp"
 )
 
-// keyScanCount is how many entries one catch-up read asks Redis for.
-const keyScanCount = 10000
+// keyScanCount is the most entries one catch-up read asks Redis for. More
+// reads in flight beat bigger ones (kv_catchup.go): a reply of 10000
+// entries of 256 B values outgrows the Redis client's pooled buffers.
+const keyScanCount = 1000
 
 // hasValue stands for a record's value in what readKeys returns:
 // indexing needs to know only whether a record is a tombstone.
 var hasValue = []byte{}
 
 // readKeys reads, for indexing, the records at or after from and below to
-// (up to keyScanCount of them): offsets, keys, and Value nil for a
-// tombstone or hasValue otherwise; txns, per record, their transaction
-// (empty when none is transactional, as ReadResult.Txns). next is the
-// offset after the range the read covered. A local segment is read with one XRANGE whose reply is
+// (up to keyScanCount of them) and appends them to recs: offsets, keys,
+// and Value nil for a tombstone or hasValue otherwise; txns, parallel to
+// recs, their transaction (left empty while none is transactional, as
+// ReadResult.Txns). next is the offset after the range the read covered,
+// n the size of the reply. A local segment is read with one XRANGE whose reply is
 // walked once, skipping the values (a rebuild is bound by this loop); an
 // archived segment goes through Read. release frees the records' bytes.
-func (p *Partition) readKeys(ctx context.Context, from, to int64) (recs []record.Record, txns []record.Txn, next int64, release func(), err error) {
+func (p *Partition) readKeys(ctx context.Context, from, to int64, recs []record.Record, txns []record.Txn) (_ []record.Record, _ []record.Txn, next int64, n int, release func(), err error) {
 	hw, start := p.hw.Load(), p.start.Load()
 	to = min(to, hw)
 	if from < start {
-		return nil, nil, 0, nil, fmt.Errorf("%w: %d below the log start %d", ErrOffsetOutOfRange, from, start)
+		return recs, txns, 0, 0, nil, fmt.Errorf("%w: %d below the log start %d", ErrOffsetOutOfRange, from, start)
 	}
 	if from >= to {
-		return nil, nil, from, func() {}, nil
+		return recs, txns, from, 0, func() {}, nil
 	}
 	p.mu.Lock()
 	segs := p.segs
@@ -39,7 +42,7 @@ func (p *Partition) readKeys(ctx context.Context, from, to int64) (recs []record
 	if len(segs) > 0 {
 		i := segmentFor(segs, from)
 		if i < 0 || !segs[i].Local {
-			return p.readKeysVia(ctx, from, to)
+			return p.readKeysVia(ctx, from, to, recs, txns)
 		}
 		seg = segs[i].ID
 		if i < len(segs)-1 {
@@ -50,46 +53,52 @@ func (p *Partition) readKeys(ctx context.Context, from, to int64) (recs []record
 	pl.Cmd("XRANGE", p.streamKey(seg), from, end, "COUNT", keyScanCount)
 	rs, err := p.t.e.rc.Exec(ctx, &pl)
 	if err != nil {
-		return nil, nil, 0, nil, fmt.Errorf("%w: read %s/%d at %d: %v", ErrStorageUnavailable, p.t.name, p.id, from, err)
+		return recs, txns, 0, 0, nil, fmt.Errorf("%w: read %s/%d at %d: %v", ErrStorageUnavailable, p.t.name, p.id, from, err)
 	}
 	rep := rs.At(0)
 	if err := rep.Err(); err != nil {
 		rs.Release()
-		return nil, nil, 0, nil, fmt.Errorf("read %s/%d at %d: %w", p.t.name, p.id, from, err)
+		return recs, txns, 0, 0, nil, fmt.Errorf("read %s/%d at %d: %w", p.t.name, p.id, from, err)
 	}
-	recs, txns, err = parseKeyEntriesTxn(rep.Raw, make([]record.Record, 0, min(keyScanCount, end-from+1)), nil)
+	base := len(recs)
+	recs, txns, err = parseKeyEntriesTxn(rep.Raw, recs, txns)
 	if err != nil {
 		rs.Release()
-		return nil, nil, 0, nil, fmt.Errorf("read %s/%d at %d: %w", p.t.name, p.id, from, err)
+		return recs, txns, 0, 0, nil, fmt.Errorf("read %s/%d at %d: %w", p.t.name, p.id, from, err)
 	}
 	next = end + 1
-	if n := len(recs); n > 0 {
-		next = recs[n-1].Offset + 1
+	if k := len(recs); k > base {
+		next = recs[k-1].Offset + 1
 	}
-	return recs, txns, next, rs.Release, nil
+	return recs, txns, next, len(rep.Raw), rs.Release, nil
 }
 
 // readKeysVia is readKeys through Read, for segments not in Redis.
-func (p *Partition) readKeysVia(ctx context.Context, from, to int64) ([]record.Record, []record.Txn, int64, func(), error) {
+func (p *Partition) readKeysVia(ctx context.Context, from, to int64, recs []record.Record, txns []record.Txn) ([]record.Record, []record.Txn, int64, int, func(), error) {
 	res, err := p.Read(ctx, from, 8<<20)
 	if err != nil {
-		return nil, nil, 0, nil, err
+		return recs, txns, 0, 0, nil, err
 	}
-	recs, txns := res.Records, res.Txns
+	got := res.Records
 	next := to
-	for i := range recs {
-		if recs[i].Offset >= to {
-			recs = recs[:i]
+	for i := range got {
+		if got[i].Offset >= to {
+			got = got[:i]
 			break
 		}
 	}
-	if n := len(recs); n > 0 && n == len(res.Records) {
-		next = recs[n-1].Offset + 1
+	if n := len(got); n > 0 && n == len(res.Records) {
+		next = got[n-1].Offset + 1
 	}
-	if len(txns) > len(recs) {
-		txns = txns[:len(recs)]
+	size := 0
+	for i := range got {
+		size += len(got[i].Key) + len(got[i].Value)
 	}
-	return recs, txns, next, res.Release, nil
+	if len(res.Txns) > 0 || len(txns) > 0 {
+		txns = append(padTxns(txns, len(recs)), res.Txns[:min(len(res.Txns), len(got))]...)
+		txns = padTxns(txns, len(recs)+len(got))
+	}
+	return append(recs, got...), txns, next, size, res.Release, nil
 }
 
 // parseKeyEntries walks the raw RESP2 reply of XRANGE (an array of [id,
@@ -102,15 +111,15 @@ func parseKeyEntries(b []byte, recs []record.Record) ([]record.Record, error) {
 }
 
 // parseKeyEntriesTxn is parseKeyEntries that also appends to txns each
-// entry's transaction (__txn, __ctl), parallel to recs, once one entry has
-// one: txns stays as it came while no entry is transactional.
+// entry's transaction (__txn, __ctl), parallel to recs (records already in
+// recs count as of no transaction), once one entry has one: txns stays as
+// it came while no entry is transactional.
 func parseKeyEntriesTxn(b []byte, recs []record.Record, txns []record.Txn) ([]record.Record, []record.Txn, error) {
 	w := resp.NewWalker(b)
 	n, err := w.Array()
 	if err != nil {
 		return recs, txns, fmt.Errorf("%w: %v", entry.ErrMalformed, err)
 	}
-	base := len(recs) // txns, when used, is parallel to recs[base:]
 	for range n {
 		var id []byte
 		var nf int
@@ -165,11 +174,11 @@ func parseKeyEntriesTxn(b []byte, recs []record.Record, txns []record.Txn) ([]re
 		}
 		recs = append(recs, rec)
 		if txn.ProducerID >= 0 || len(txns) > 0 {
-			txns = append(padTxns(txns, len(recs)-base-1), txn)
+			txns = append(padTxns(txns, len(recs)-1), txn)
 		}
 	}
 	if len(txns) > 0 {
-		txns = padTxns(txns, len(recs)-base)
+		txns = padTxns(txns, len(recs))
 	}
 	return recs, txns, nil
 }

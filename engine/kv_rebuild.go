@@ -20,6 +20,9 @@ type RebuildOptions struct {
 	Upto func(topic string, partition int32) (next int64, ok bool)
 	// Progress, when set, is called about every second and at the end.
 	Progress func(RebuildProgress)
+
+	loadBudget int  // tests: overrides loadBudget
+	batches    bool // tests: commit batches, as the live index does
 }
 
 // RebuildProgress reports a rebuild under way.
@@ -50,6 +53,7 @@ func (k *KV) Rebuild(ctx context.Context, ix *index.Index, o RebuildOptions) (Re
 		return RebuildResult{}, err
 	}
 	kv := newKVIndex(k.e, ix, IndexOptions{})
+	kv.bulk, kv.loadBudget = !o.batches, o.loadBudget
 	var parts []*kvPart
 	targets := map[*kvPart]int64{}
 	type span struct{ from, to int64 }
@@ -81,7 +85,7 @@ func (k *KV) Rebuild(ctx context.Context, ix *index.Index, o RebuildOptions) (Re
 		pr := RebuildProgress{Records: records.Load(), Elapsed: time.Since(start), Final: final}
 		for kp, sp := range spans {
 			kp.mu.Lock()
-			applied := kp.applied
+			applied := max(kp.applied, kp.loaded)
 			kp.mu.Unlock()
 			pr.Total += max(sp.to-sp.from, 0)
 			pr.Done += min(max(applied-sp.from, 0), max(sp.to-sp.from, 0))

@@ -267,6 +267,11 @@ func FuzzReadReply(f *testing.F) {
 				t.Fatalf("reply of %d bytes over the limit", len(r.Raw))
 			}
 			walk(t, r, 0)
+			// Arrays are decoded from their header only: as redcon would.
+			if n, deep := redcon.ReadNextRESP(r.Raw); n != len(r.Raw) || deep.Type != r.Type || deep.Count != r.Count ||
+				!bytes.Equal(deep.Data, r.Data) || len(deep.Data) != len(r.Data) {
+				t.Fatalf("reply %q decoded as %+v, redcon says %+v", r.Raw, r.RESP, deep)
+			}
 		}
 		if !bytes.HasPrefix(data, rs.buf[:total]) {
 			t.Fatal("replies do not tile the input")

@@ -6,7 +6,8 @@
 #      index directory after korvet stops (and after an offline rebuild);
 #      reference rpkv 14.16 B/key, target <= 14;
 #   b) rebuild: `korvet index rebuild` of 1M keys with 256 B values;
-#      reference rpkv ~996k keys/s (6-core laptop), target >= 1M keys/s;
+#      reference rpkv ~996k keys/s (6-core laptop), target >= 1M keys/s,
+#      next to its floor: the same XRANGEs with the replies dropped;
 #   c) reads: 5000 random sequential GETs among 100k keys with 256 B
 #      values, p50/p99 (rpkv 11.07/16.85 ms; targets 0.5/2 ms), next to
 #      the floor, a plain Redis GET of a materialized copy of the values,
@@ -90,12 +91,18 @@ stop_pid "$KORVET_PID" 15
 KORVET_PID=""
 "$TMP/benchkv" -mode quiesce -redis "$REDIS_URL"
 # Three runs (the 2 cores are shared): the median is the figure.
+# Each next to its floor: the same XRANGEs with the replies dropped unread
+# (Redis is single-threaded; no client work beats it).
 for _ in 1 2 3; do
 	"$BIN" index rebuild --config "$TMP/krebuild/korvet.toml" 2>&1 | tee -a "$TMP/rebuild.txt"
+	"$TMP/benchkv" -mode xrange -redis "$REDIS_URL" -topic kv-rebuild | tee -a "$TMP/rebuild-floor.txt"
 done
 rebuild_rates=$(sed -n 's/^rebuilt .*(\([0-9]*\) records\/s).*/\1/p' "$TMP/rebuild.txt" | sort -n | tr '\n' ' ')
 rebuild_rate=$(echo "$rebuild_rates" | awk '{ print $2 }')
 [[ -n $rebuild_rate ]] || die "could not read the rebuild rate"
+floor_rates=$(sed -n 's/^RESULT .*rate=\([0-9]*\).*/\1/p' "$TMP/rebuild-floor.txt" | sort -n | tr '\n' ' ')
+floor_rate=$(echo "$floor_rates" | awk '{ print $2 }')
+[[ -n $floor_rate ]] || die "could not read the XRANGE floor"
 
 # --- c) reads
 echo
@@ -129,6 +136,8 @@ printf '%-44s %22s %26s\n' "index size, $SIZE_KEYS keys, after stop" "$(perkey "
 printf '%-44s %22s %26s\n' "index size, $SIZE_KEYS keys, after index rebuild" "$(perkey "$size_rebuilt" "$SIZE_KEYS") B/key" "rpkv 14.16 B/key (<= 14)"
 printf '%-44s %22s %26s\n' "rebuild, $REBUILD_KEYS keys x 256 B (median of 3)" "$rebuild_rate keys/s" "rpkv ~996k keys/s (>= 1M)"
 printf '%-44s %22s\n' "  the three runs, keys/s" "$rebuild_rates"
+printf '%-44s %22s\n' "  floor: raw XRANGE of the same streams" "$floor_rate keys/s"
+printf '%-44s %22s\n' "  the three floor runs, keys/s" "$floor_rates"
 printf '%-44s %22s %26s\n' "GET p50, $READ_KEYS keys x 256 B, sequential" "$p50 ms" "rpkv 11.07 ms (<= 0.5)"
 printf '%-44s %22s %26s\n' "GET p99" "$p99 ms" "rpkv 16.85 ms (<= 2)"
 printf '%-44s %22s %26s\n' "floor: Redis GET of a copy, p50 / p99" "$fp50 / $fp99 ms" "korvet/floor p50 $(ratio "$p50" "$fp50")x"

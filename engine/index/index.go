@@ -30,6 +30,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/sstable"
@@ -97,8 +98,10 @@ type Options struct {
 
 // Index is the key index. It is safe for concurrent use.
 type Index struct {
-	db  *pebble.DB
-	dir string
+	db    *pebble.DB
+	po    *pebble.Options // as opened, for the tables a Loader writes
+	dir   string
+	loads atomic.Uint64 // names the tables of Loaders
 }
 
 // Open opens (creating if needed) the index in dir.
@@ -115,6 +118,12 @@ func Open(dir string, opts Options) (*Index, error) {
 		return nil, fmt.Errorf("%w: %s: %v", ErrLocked, dir, err)
 	}
 	po.Lock = lock
+	// Tables a Loader wrote but a crash kept from being ingested or removed.
+	if left, _ := filepath.Glob(filepath.Join(dir, "load-*.sst")); len(left) > 0 {
+		for _, f := range left {
+			_ = os.Remove(f)
+		}
+	}
 	db, err := pebble.Open(dir, po)
 	if err != nil {
 		lock.Close()
@@ -123,7 +132,8 @@ func Open(dir string, opts Options) (*Index, error) {
 	// The DB holds its own reference to the lock from here on; closing ours
 	// lets Close release the file lock.
 	lock.Close()
-	return &Index{db: db, dir: dir}, nil
+	po.EnsureDefaults()
+	return &Index{db: db, po: po, dir: dir}, nil
 }
 
 func pebbleOptions(opts Options) *pebble.Options {

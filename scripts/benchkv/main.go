@@ -5,6 +5,7 @@
 //	benchkv -mode read -http http://127.0.0.1:8080 -redis redis://127.0.0.1:6379/0 -topic t -keys 100000
 //	benchkv -mode flush -redis redis://127.0.0.1:6379/0
 //	benchkv -mode quiesce -redis redis://127.0.0.1:6379/0
+//	benchkv -mode xrange -redis redis://127.0.0.1:6379/0 -topic t
 //
 // produce creates a compacted topic and writes one record per key
 // (-keyfmt, default k-%07d) with -size byte values. read first waits for
@@ -12,7 +13,10 @@
 // /v1/kv/{topic}/{key} (p50, p99), the same reads against a plain Redis
 // GET of a materialized copy of the values (the floor), and throughput of
 // both with -concurrency clients for -duration. Each prints a last line
-// "RESULT key=value ..." for the script.
+// "RESULT key=value ..." for the script. xrange is the floor of an index
+// rebuild: it reads every entry of the topic's streams with XRANGEs of
+// 1000 entries, 6 in flight per stream (as the rebuild reads), the
+// streams in parallel, and drops the replies unread.
 package main
 
 import (
@@ -26,6 +30,7 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -56,7 +61,7 @@ type options struct {
 func main() {
 	var o options
 	var brokers string
-	flag.StringVar(&o.mode, "mode", "read", "produce, read or flush")
+	flag.StringVar(&o.mode, "mode", "read", "produce, read, flush, quiesce or xrange")
 	flag.StringVar(&brokers, "brokers", "127.0.0.1:9092", "Kafka seed brokers (produce)")
 	flag.StringVar(&o.httpURL, "http", "http://127.0.0.1:8080", "korvet's HTTP address (read)")
 	flag.StringVar(&o.redisURL, "redis", "redis://127.0.0.1:6379/0", "the Redis korvet uses (read: the floor; flush)")
@@ -83,6 +88,8 @@ func main() {
 		err = flush(ctx, o)
 	case "quiesce":
 		err = quiesce(ctx, o)
+	case "xrange":
+		err = xrange(ctx, o)
 	default:
 		err = fmt.Errorf("unknown mode %q", o.mode)
 	}
@@ -343,4 +350,94 @@ func waitReady(ctx context.Context, hc *http.Client, o options) error {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// xrange reads the topic's streams as a rebuild does, without indexing:
+// the Redis side of a rebuild, which no client work can beat.
+func xrange(ctx context.Context, o options) error {
+	rc, err := resp.New(o.redisURL, resp.Options{})
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	var streams []string
+	for cursor := "0"; ; {
+		r, err := rc.Do(ctx, "SCAN", cursor, "MATCH", "*:storage:local:"+o.topic+":*", "TYPE", "stream", "COUNT", 1000)
+		if err != nil {
+			return err
+		}
+		el := r.Elems(nil)
+		if len(el) != 2 {
+			return fmt.Errorf("SCAN: reply of %d elements", len(el))
+		}
+		cursor = string(el[0].Bytes())
+		for _, k := range el[1].Elems(nil) {
+			streams = append(streams, string(k.Bytes()))
+		}
+		if cursor == "0" {
+			break
+		}
+	}
+	if len(streams) == 0 {
+		return fmt.Errorf("no stream of topic %q", o.topic)
+	}
+	const count, ahead = 1000, 6
+	start := time.Now()
+	var total atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, len(streams))
+	for _, key := range streams {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// Entry ids are offset-sequence and offsets are dense in a
+			// fresh topic: windows of count offsets from the first.
+			first, err := rc.Do(ctx, "XRANGE", key, "-", "+", "COUNT", 1)
+			if err != nil || first.Len() != 1 {
+				errs <- fmt.Errorf("first entry of %s: %v", key, err)
+				return
+			}
+			id := string(first.Elems(nil)[0].Elems(nil)[0].Bytes())
+			base, err := strconv.ParseInt(id[:strings.IndexByte(id, '-')], 10, 64)
+			if err != nil {
+				errs <- fmt.Errorf("entry id %q of %s: %w", id, key, err)
+				return
+			}
+			n, err := rc.Do(ctx, "XLEN", key)
+			if err != nil {
+				errs <- err
+				return
+			}
+			size, _ := n.Int()
+			sem := make(chan struct{}, ahead)
+			var inner sync.WaitGroup
+			for at := base; at < base+size; at += count {
+				sem <- struct{}{}
+				inner.Add(1)
+				go func() {
+					defer func() { <-sem; inner.Done() }()
+					var pl resp.Pipeline
+					pl.Cmd("XRANGE", key, at, at+count-1, "COUNT", count)
+					rs, err := rc.Exec(ctx, &pl)
+					if err != nil {
+						errs <- err
+						return
+					}
+					total.Add(int64(rs.At(0).Len()))
+					rs.Release()
+				}()
+			}
+			inner.Wait()
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return err
+	}
+	took := time.Since(start)
+	rate := float64(total.Load()) / took.Seconds()
+	fmt.Printf("read %d entries of %d streams in %v (%.0f entries/s)\n", total.Load(), len(streams), took.Round(time.Millisecond), rate)
+	fmt.Printf("RESULT entries=%d rate=%.0f\n", total.Load(), rate)
+	return nil
 }

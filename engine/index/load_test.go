@@ -1,0 +1,185 @@
+package index
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// A Loader leaves exactly the bytes Batches would: the same random updates
+// (repeated keys, deletes, tombstone pointers, on top of existing data) go
+// through Batches into one index and through a Loader, in several runs,
+// into another; both stores then hold the same keys and values.
+func TestLoaderMatchesBatch(t *testing.T) {
+	ctx := context.Background()
+	open := func() *Index {
+		ix, err := Open(t.TempDir(), Options{Bulk: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ix.Close() })
+		return ix
+	}
+	viaBatch, viaLoad := open(), open()
+	topic, other := TopicID{7}, TopicID{9}
+	// Existing data, which the load must override or delete.
+	for _, ix := range []*Index{viaBatch, viaLoad} {
+		b := ix.NewBatch()
+		for i := range 50 {
+			if err := b.Set(topic, fmt.Appendf(nil, "k%d", i), Pointer{Partition: 1, Offset: int64(i)}); err != nil {
+				t.Fatal(err)
+			}
+			if err := b.Set(other, fmt.Appendf(nil, "k%d", i), Pointer{Partition: 0, Offset: int64(i)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := b.SetCheckpoint(topic, 3, 50); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		b.Close()
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	l := viaLoad.NewLoader(topic, 3)
+	off := int64(50)
+	for run := range 4 {
+		b := viaBatch.NewBatch()
+		for range 500 {
+			k := fmt.Appendf(nil, "k%d", rng.IntN(120))
+			if run == 3 && rng.IntN(3) == 0 {
+				k = []byte{} // the empty key is a key
+			}
+			if rng.IntN(5) == 0 {
+				if err := b.Delete(topic, k); err != nil {
+					t.Fatal(err)
+				}
+				l.Delete(k)
+			} else {
+				p := Pointer{Partition: 3, Offset: off, Tombstone: rng.IntN(6) == 0}
+				if err := b.Set(topic, k, p); err != nil {
+					t.Fatal(err)
+				}
+				l.Set(k, p)
+			}
+			off++
+		}
+		if err := b.SetCheckpoint(topic, 3, off); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		b.Close()
+		if err := l.Flush(ctx, off); err != nil {
+			t.Fatal(err)
+		}
+		if l.Len() != 0 {
+			t.Fatalf("%d updates left after Flush", l.Len())
+		}
+		want, got := dump(t, viaBatch), dump(t, viaLoad)
+		if len(want) != len(got) {
+			t.Fatalf("run %d: %d entries via Loader, %d via Batch", run, len(got), len(want))
+		}
+		for i := range want {
+			if !bytes.Equal(want[i][0], got[i][0]) || !bytes.Equal(want[i][1], got[i][1]) {
+				t.Fatalf("run %d entry %d: %x=%x via Loader, %x=%x via Batch", run, i, got[i][0], got[i][1], want[i][0], want[i][1])
+			}
+		}
+	}
+	if next, ok, err := viaLoad.Checkpoint(topic, 3); err != nil || !ok || next != off {
+		t.Fatalf("checkpoint %d %v %v, want %d", next, ok, err, off)
+	}
+}
+
+// dump returns every key and value of the store.
+func dump(t *testing.T, ix *Index) [][2][]byte {
+	t.Helper()
+	it, err := ix.db.NewIter(&pebble.IterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer it.Close()
+	var out [][2][]byte
+	for ok := it.First(); ok; ok = it.Next() {
+		out = append(out, [2][]byte{bytes.Clone(it.Key()), bytes.Clone(it.Value())})
+	}
+	if err := it.Error(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// A load survives a reopening, and leaves no table of its own behind.
+func TestLoaderReopen(t *testing.T) {
+	dir := t.TempDir()
+	ix, err := Open(dir, Options{Bulk: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := ix.NewLoader(TopicID{1}, 0)
+	for i := range 1000 {
+		l.Set(fmt.Appendf(nil, "key-%04d", 999-i), Pointer{Offset: int64(i)})
+	}
+	if err := l.Flush(context.Background(), 1000); err != nil {
+		t.Fatal(err)
+	}
+	if err := ix.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if m, _ := filepath.Glob(filepath.Join(dir, "load-*")); len(m) != 0 {
+		t.Fatalf("left behind: %v", m)
+	}
+	// One a crash left behind goes at the next open.
+	if err := os.WriteFile(filepath.Join(dir, "load-1-1.sst"), []byte("partial"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ix, err = Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ix.Close()
+	if m, _ := filepath.Glob(filepath.Join(dir, "load-*")); len(m) != 0 {
+		t.Fatalf("left behind after open: %v", m)
+	}
+	if p, ok, err := ix.Get(TopicID{1}, []byte("key-0000")); err != nil || !ok || p.Offset != 999 {
+		t.Fatalf("%+v %v %v", p, ok, err)
+	}
+	if next, ok, err := ix.Checkpoint(TopicID{1}, 0); err != nil || !ok || next != 1000 {
+		t.Fatalf("checkpoint %d %v %v", next, ok, err)
+	}
+}
+
+// BenchmarkLoaderFlush measures sorting and writing one partition's
+// table of 500k keys (half of a 1M-key rebuild over 2 partitions).
+func BenchmarkLoaderFlush(b *testing.B) {
+	const n = 500_000
+	keys := make([][]byte, n)
+	for i := range keys {
+		keys[i] = fmt.Appendf(nil, "k-%07d", (i*7919)%n) // produced out of order
+	}
+	ix, err := Open(b.TempDir(), Options{Bulk: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ix.Close()
+	l := ix.NewLoader(TopicID{1}, 0)
+	l.Grow(n, 16*n) // as a rebuild does
+	b.ReportAllocs()
+	for b.Loop() {
+		for i, k := range keys {
+			l.Set(k, Pointer{Offset: int64(i)})
+		}
+		if err := l.Flush(context.Background(), n); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N*n)/b.Elapsed().Seconds(), "keys/s")
+}
