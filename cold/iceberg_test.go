@@ -39,6 +39,17 @@ func scanCount(t *testing.T, s *Store, topic string) int {
 	return n
 }
 
+// column is rec's column name; the test fails when rec has no such
+// column, or more than one.
+func column(t *testing.T, rec arrow.RecordBatch, name string) arrow.Array {
+	t.Helper()
+	idx := rec.Schema().FieldIndices(name)
+	if len(idx) != 1 {
+		t.Fatalf("no column %s in %v", name, rec.Schema())
+	}
+	return rec.Column(idx[0])
+}
+
 func scanAll(t *testing.T, tbl *table.Table, filter iceberg.BooleanExpression) []arrow.RecordBatch {
 	t.Helper()
 	var opts []table.ScanOption
@@ -96,13 +107,7 @@ func TestIcebergReadsTable(t *testing.T) {
 
 		got := map[int32][]record.Record{}
 		for _, rec := range scanAll(t, tbl, nil) {
-			col := func(name string) arrow.Array {
-				idx := rec.Schema().FieldIndices(name)
-				if len(idx) != 1 {
-					t.Fatalf("no column %s in %v", name, rec.Schema())
-				}
-				return rec.Column(idx[0])
-			}
+			col := func(name string) arrow.Array { return column(t, rec, name) }
 			parts := col("partition").(*array.Int32)
 			offs := col("offset").(*array.Int64)
 			tss := col("timestamp").(*array.Int64)

@@ -174,13 +174,7 @@ func scanTxns(t *testing.T, tbl *table.Table) map[int64]record.Txn {
 	t.Helper()
 	out := map[int64]record.Txn{}
 	for _, rec := range scanAll(t, tbl, nil) {
-		col := func(name string) arrow.Array {
-			idx := rec.Schema().FieldIndices(name)
-			if len(idx) != 1 {
-				t.Fatalf("no column %s in %v", name, rec.Schema())
-			}
-			return rec.Column(idx[0])
-		}
+		col := func(name string) arrow.Array { return column(t, rec, name) }
 		offs := col("offset").(*array.Int64)
 		pids := col("producer_id").(*array.Int64)
 		epochs := col("producer_epoch").(*array.Int32)

@@ -328,13 +328,7 @@ func scanTyped(t *testing.T, s *Store, topic string) (map[int64][]byte, map[int6
 	}
 	vals, typed := map[int64][]byte{}, map[int64]any{}
 	for _, rec := range scanAll(t, tbl, nil) {
-		col := func(name string) arrow.Array {
-			idx := rec.Schema().FieldIndices(name)
-			if len(idx) != 1 {
-				t.Fatalf("no column %s in %v", name, rec.Schema())
-			}
-			return rec.Column(idx[0])
-		}
+		col := func(name string) arrow.Array { return column(t, rec, name) }
 		offs, vs, tf := col("offset").(*array.Int64), col("value").(*array.Binary), col(valueFieldsName)
 		for i := range int(rec.NumRows()) {
 			off := offs.Value(i)

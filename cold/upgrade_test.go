@@ -96,13 +96,7 @@ func scanRecords(t *testing.T, tbl *table.Table) map[[2]int64]record.Record {
 	t.Helper()
 	out := map[[2]int64]record.Record{}
 	for _, rec := range scanAll(t, tbl, nil) {
-		col := func(name string) arrow.Array {
-			idx := rec.Schema().FieldIndices(name)
-			if len(idx) != 1 {
-				t.Fatalf("no column %s in %v", name, rec.Schema())
-			}
-			return rec.Column(idx[0])
-		}
+		col := func(name string) arrow.Array { return column(t, rec, name) }
 		parts := col("partition").(*array.Int32)
 		offs := col("offset").(*array.Int64)
 		tss := col("timestamp").(*array.Int64)
