@@ -131,7 +131,9 @@ func startPerf(o options) (func() error, error) {
 		if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
 			return fmt.Errorf("stop perf: %w", err)
 		}
-		if err := cmd.Wait(); err != nil {
+		// perf writes its file, then dies of the SIGINT it was sent.
+		var ee *exec.ExitError
+		if err := cmd.Wait(); err != nil && !(errors.As(err, &ee) && ee.Sys().(syscall.WaitStatus).Signal() == syscall.SIGINT) {
 			return fmt.Errorf("perf record: %w", err)
 		}
 		return nil
