@@ -11,12 +11,18 @@
 #   c) reads: 5000 random sequential GETs among 100k keys with 256 B
 #      values, p50/p99 (rpkv 11.07/16.85 ms; targets 0.5/2 ms), next to
 #      the floor, a plain Redis GET of a materialized copy of the values,
-#      and throughput with 16 concurrent clients, korvet and floor.
+#      and throughput with 16 concurrent clients, korvet and floor; and
+#      the same reads from a minimal Go net/http handler answering the same
+#      256 bytes (benchkv -mode serve), the reference for korvet's HTTP
+#      path, with the CPU time korvet, Redis, the handler and the load
+#      generator used during each throughput run.
 #
 #   scripts/bench-kv.sh
 #
 # Environment: SIZE_KEYS (1000000), REBUILD_KEYS (1000000), READ_KEYS
-# (100000), READS (5000), CLIENTS (16), KORVET_BIN (skip the build).
+# (100000), READS (5000), CLIENTS (16), KORVET_BIN (skip the build), PARTS
+# (default "size rebuild reads": which of a), b), c) to run), PERF_OUT (a
+# file: perf record korvet during its GET throughput run into it).
 set -euo pipefail
 
 # shellcheck source=scripts/lib.sh
@@ -27,14 +33,19 @@ REBUILD_KEYS=${REBUILD_KEYS:-1000000}
 READ_KEYS=${READ_KEYS:-100000}
 READS=${READS:-5000}
 CLIENTS=${CLIENTS:-16}
+PARTS=${PARTS:-size rebuild reads}
+PERF_OUT=${PERF_OUT:-}
+part() { [[ " $PARTS " == *" $1 "* ]]; }
 
 need_cmd redis-server redis-server
 
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/korvet-bench-kv.XXXXXX")
 REDIS_PID=""
 KORVET_PID=""
+REF_PID=""
 cleanup() {
 	local rc=$?
+	stop_pid "$REF_PID" 5
 	stop_pid "$KORVET_PID" 15
 	stop_pid "$REDIS_PID" 15
 	if [[ $rc -ne 0 ]]; then
@@ -69,7 +80,9 @@ phase() {
 	start_korvet "$BIN" "$TMP/$1" "$REDIS_PORT"
 }
 
+size_live="" size_rebuilt="" rebuild_rate="" rebuild_rates="" floor_rate="" floor_rates=""
 # --- a) index size
+if part size; then
 echo
 echo "== a) index size: $SIZE_KEYS keys k-%07d over 2 partitions (16 B values), indexed live as produced"
 phase ksize
@@ -81,8 +94,10 @@ ls -l "$TMP/ksize/data/index"
 "$BIN" index rebuild --config "$TMP/ksize/korvet.toml" >"$TMP/size-rebuild.txt" 2>&1 || { cat "$TMP/size-rebuild.txt"; die "index rebuild failed"; }
 size_rebuilt=$(dir_bytes "$TMP/ksize/data/index")
 echo "index after korvet stopped: $size_live bytes; after korvet index rebuild: $size_rebuilt bytes"
+fi
 
 # --- b) rebuild
+if part rebuild; then
 echo
 echo "== b) rebuild: $REBUILD_KEYS keys with 256 B values over 2 partitions"
 phase krebuild
@@ -103,15 +118,32 @@ rebuild_rate=$(echo "$rebuild_rates" | awk '{ print $2 }')
 floor_rates=$(sed -n 's/^RESULT .*rate=\([0-9]*\).*/\1/p' "$TMP/rebuild-floor.txt" | sort -n | tr '\n' ' ')
 floor_rate=$(echo "$floor_rates" | awk '{ print $2 }')
 [[ -n $floor_rate ]] || die "could not read the XRANGE floor"
+fi
 
 # --- c) reads
+p50="" rps=""
+if part reads; then
 echo
 echo "== c) reads: $READ_KEYS keys with 256 B values, $READS random sequential GETs, $CLIENTS clients for throughput"
 phase kread
 "$TMP/benchkv" -mode produce -brokers "127.0.0.1:$KAFKA_PORT" -topic kv-read -partitions 2 -keys "$READ_KEYS" -size 256 | tee "$TMP/read-produce.txt"
 "$TMP/benchkv" -mode quiesce -redis "$REDIS_URL"
+free_port REF_PORT
+"$TMP/benchkv" -mode serve -listen "127.0.0.1:$REF_PORT" -size 256 >"$TMP/ref.log" 2>&1 &
+REF_PID=$!
+for ((i = 0; i < 200; i++)); do
+	port_in_use "$REF_PORT" && break
+	kill -0 "$REF_PID" 2>/dev/null || die "the reference handler did not start: $(cat "$TMP/ref.log")"
+	sleep 0.05
+done
+perf_args=()
+[[ -z $PERF_OUT ]] || perf_args=(-perf-pid "$KORVET_PID" -perf-out "$PERF_OUT")
 "$TMP/benchkv" -mode read -http "http://127.0.0.1:$HTTP_PORT" -redis "$REDIS_URL" -topic kv-read -keys "$READ_KEYS" -size 256 \
-	-reads "$READS" -concurrency "$CLIENTS" | tee "$TMP/read.txt"
+	-reads "$READS" -concurrency "$CLIENTS" -ref "http://127.0.0.1:$REF_PORT" \
+	-cpu "korvet=$KORVET_PID,redis=$REDIS_PID,ref=$REF_PID" "${perf_args[@]}" | tee "$TMP/read.txt"
+stop_pid "$REF_PID" 5
+REF_PID=""
+fi
 
 if grep -hE 'level=(ERROR|WARN)' "$TMP"/k*/korvet.log >"$TMP/warn.txt"; then
 	echo
@@ -124,22 +156,36 @@ perkey() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 p50=$(result "$TMP/read.txt" p50_ms)
 p99=$(result "$TMP/read.txt" p99_ms)
 fp50=$(result "$TMP/read.txt" floor_p50_ms)
+if part reads; then
 fp99=$(result "$TMP/read.txt" floor_p99_ms)
 rps=$(result "$TMP/read.txt" rps)
 frps=$(result "$TMP/read.txt" floor_rps)
-[[ -n $p50 && -n $rps && -n $fp50 ]] || die "missing read results"
+rp50=$(result "$TMP/read.txt" ref_p50_ms)
+rp99=$(result "$TMP/read.txt" ref_p99_ms)
+rrps=$(result "$TMP/read.txt" ref_rps)
+[[ -n $p50 && -n $rps && -n $fp50 && -n $rrps ]] || die "missing read results"
+fi
 
 echo
 echo "== results ($(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg); rpkv's figures are from its author's 6-core laptop with Redpanda in Docker)"
 printf '%-44s %22s %26s\n' "measure" "korvet" "reference"
+if part size; then
 printf '%-44s %22s %26s\n' "index size, $SIZE_KEYS keys, after stop" "$(perkey "$size_live" "$SIZE_KEYS") B/key" "rpkv 14.16 B/key (<= 14)"
 printf '%-44s %22s %26s\n' "index size, $SIZE_KEYS keys, after index rebuild" "$(perkey "$size_rebuilt" "$SIZE_KEYS") B/key" "rpkv 14.16 B/key (<= 14)"
+fi
+if part rebuild; then
 printf '%-44s %22s %26s\n' "rebuild, $REBUILD_KEYS keys x 256 B (median of 3)" "$rebuild_rate keys/s" "rpkv ~996k keys/s (>= 1M)"
 printf '%-44s %22s\n' "  the three runs, keys/s" "$rebuild_rates"
 printf '%-44s %22s\n' "  floor: raw XRANGE of the same streams" "$floor_rate keys/s"
 printf '%-44s %22s\n' "  the three floor runs, keys/s" "$floor_rates"
+fi
+if part reads; then
 printf '%-44s %22s %26s\n' "GET p50, $READ_KEYS keys x 256 B, sequential" "$p50 ms" "rpkv 11.07 ms (<= 0.5)"
 printf '%-44s %22s %26s\n' "GET p99" "$p99 ms" "rpkv 16.85 ms (<= 2)"
 printf '%-44s %22s %26s\n' "floor: Redis GET of a copy, p50 / p99" "$fp50 / $fp99 ms" "korvet/floor p50 $(ratio "$p50" "$fp50")x"
 printf '%-44s %22s %26s\n' "GET throughput, $CLIENTS clients" "$rps reads/s" "floor $frps ($(ratio "$rps" "$frps")x)"
+printf '%-44s %22s %26s\n' "  net/http handler, same 256 B, p50 / p99" "$rp50 / $rp99 ms" "korvet/handler p50 $(ratio "$p50" "$rp50")x"
+printf '%-44s %22s %26s\n' "  net/http handler, $CLIENTS clients" "$rrps reads/s" "korvet/handler $(ratio "$rps" "$rrps") (>= 0.8)"
+grep -h '^CPU during' "$TMP/read.txt" || true
+fi
 echo "(took $((SECONDS - started))s)"

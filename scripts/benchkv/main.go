@@ -6,6 +6,7 @@
 //	benchkv -mode flush -redis redis://127.0.0.1:6379/0
 //	benchkv -mode quiesce -redis redis://127.0.0.1:6379/0
 //	benchkv -mode xrange -redis redis://127.0.0.1:6379/0 -topic t
+//	benchkv -mode serve -listen 127.0.0.1:8090 -size 256
 //
 // produce creates a compacted topic and writes one record per key
 // (-keyfmt, default k-%07d) with -size byte values. read first waits for
@@ -13,7 +14,13 @@
 // /v1/kv/{topic}/{key} (p50, p99), the same reads against a plain Redis
 // GET of a materialized copy of the values (the floor), and throughput of
 // both with -concurrency clients for -duration. Each prints a last line
-// "RESULT key=value ..." for the script. xrange is the floor of an index
+// "RESULT key=value ..." for the script. With -ref, read also measures a
+// minimal net/http handler (benchkv -mode serve: every request gets the
+// same -size bytes) with the same load generator, the reference for
+// korvet's HTTP path; with -cpu name=pid,... it prints the CPU time each
+// of those processes (and this one) used during each throughput run; with
+// -perf-pid it records a perf profile of that process during korvet's
+// throughput run into -perf-out. xrange is the floor of an index
 // rebuild: it reads every entry of the topic's streams with XRANGEs of
 // 1000 entries, 6 in flight per stream (as the rebuild reads), the
 // streams in parallel, and drops the replies unread.
@@ -56,6 +63,11 @@ type options struct {
 	concurrency int
 	duration    time.Duration
 	timeout     time.Duration
+	listen      string
+	refURL      string
+	cpu         []cpuProc
+	perfPID     int
+	perfOut     string
 }
 
 func main() {
@@ -74,11 +86,21 @@ func main() {
 	flag.IntVar(&o.concurrency, "concurrency", 16, "clients for the throughput figures")
 	flag.DurationVar(&o.duration, "duration", 5*time.Second, "length of each throughput run")
 	flag.DurationVar(&o.timeout, "timeout", 10*time.Minute, "give up after this long")
+	flag.StringVar(&o.listen, "listen", "127.0.0.1:8090", "address of the reference handler (serve)")
+	flag.StringVar(&o.refURL, "ref", "", "base URL of a benchkv -mode serve, the reference handler (read)")
+	var cpu string
+	flag.StringVar(&cpu, "cpu", "", "name=pid,... of processes whose CPU time to report per throughput run (read)")
+	flag.IntVar(&o.perfPID, "perf-pid", 0, "record a perf profile of this process during korvet's throughput run (read)")
+	flag.StringVar(&o.perfOut, "perf-out", "perf.data", "where -perf-pid writes its profile")
 	flag.Parse()
 	o.brokers = strings.Split(brokers, ",")
+	var err error
+	if o.cpu, err = parseCPU(cpu); err != nil {
+		fmt.Fprintf(os.Stderr, "benchkv: -cpu: %v\n", err)
+		os.Exit(2)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
 	defer cancel()
-	var err error
 	switch o.mode {
 	case "produce":
 		err = produce(ctx, o)
@@ -90,6 +112,8 @@ func main() {
 		err = quiesce(ctx, o)
 	case "xrange":
 		err = xrange(ctx, o)
+	case "serve":
+		err = serve(ctx, o)
 	default:
 		err = fmt.Errorf("unknown mode %q", o.mode)
 	}
@@ -236,11 +260,60 @@ func read(ctx context.Context, o options) error {
 	slices.Sort(lat)
 	kp50, kp99 := pct(lat, 0.50), pct(lat, 0.99)
 	fmt.Printf("korvet GET /v1/kv: %d random sequential reads of %d keys: p50 %.3f ms, p99 %.3f ms\n", o.reads, o.keys, kp50, kp99)
+	stopPerf, err := startPerf(o)
+	if err != nil {
+		return err
+	}
+	cpu0 := cpuTimes(o.cpu)
 	kRate, err := throughput(ctx, o, func(rng *rand.Rand) error { return get(rng.IntN(o.keys)) })
+	cpu1 := cpuTimes(o.cpu)
+	if perr := stopPerf(); err == nil && perr != nil {
+		err = perr
+	}
 	if err != nil {
 		return err
 	}
 	fmt.Printf("korvet GET /v1/kv with %d clients: %.0f reads/s\n", o.concurrency, kRate)
+	printCPU("korvet GET throughput", o.cpu, cpu0, cpu1)
+
+	// The reference: the same load generator against a minimal net/http
+	// handler answering the same number of bytes.
+	var rp50, rp99, rRate float64
+	if o.refURL != "" {
+		refGet := func(i int) error {
+			res, err := hc.Get(o.refURL + "/v1/kv/" + o.topic + "/" + keys[i])
+			if err != nil {
+				return err
+			}
+			n, err := io.Copy(io.Discard, res.Body)
+			res.Body.Close()
+			if err != nil {
+				return err
+			}
+			if res.StatusCode != 200 || int(n) != o.size {
+				return fmt.Errorf("reference GET: %d, %d bytes", res.StatusCode, n)
+			}
+			return nil
+		}
+		lat = lat[:0]
+		for _, i := range order {
+			t0 := time.Now()
+			if err := refGet(i); err != nil {
+				return err
+			}
+			lat = append(lat, time.Since(t0))
+		}
+		slices.Sort(lat)
+		rp50, rp99 = pct(lat, 0.50), pct(lat, 0.99)
+		fmt.Printf("reference net/http handler: p50 %.3f ms, p99 %.3f ms\n", rp50, rp99)
+		cpu0 := cpuTimes(o.cpu)
+		if rRate, err = throughput(ctx, o, func(rng *rand.Rand) error { return refGet(rng.IntN(o.keys)) }); err != nil {
+			return err
+		}
+		cpu1 := cpuTimes(o.cpu)
+		fmt.Printf("reference net/http handler with %d clients: %.0f reads/s\n", o.concurrency, rRate)
+		printCPU("reference throughput", o.cpu, cpu0, cpu1)
+	}
 
 	// The floor: the same values materialized as plain Redis strings, read
 	// with GET over one connection from a pool (what a cache would do).
@@ -297,7 +370,8 @@ func read(ctx context.Context, o options) error {
 			pl.Reset()
 		}
 	}
-	fmt.Printf("RESULT p50_ms=%.3f p99_ms=%.3f floor_p50_ms=%.3f floor_p99_ms=%.3f rps=%.0f floor_rps=%.0f\n", kp50, kp99, fp50, fp99, kRate, fRate)
+	fmt.Printf("RESULT p50_ms=%.3f p99_ms=%.3f floor_p50_ms=%.3f floor_p99_ms=%.3f rps=%.0f floor_rps=%.0f ref_p50_ms=%.3f ref_p99_ms=%.3f ref_rps=%.0f\n",
+		kp50, kp99, fp50, fp99, kRate, fRate, rp50, rp99, rRate)
 	return nil
 }
 

@@ -11,6 +11,8 @@
 // is transactional and commits a transaction every N records. Consume mode reads
 // -records records from the start of the topic and reports records/s and
 // MB/s. Either prints a last line "RESULT key=value ..." for scripts.
+// -key gives every produced record that key (default: a null key). Create
+// mode only creates the topic (for another client, such as kcat).
 package main
 
 import (
@@ -37,6 +39,7 @@ type options struct {
 	partitions int
 	records    int
 	size       int
+	key        string
 	producers  int
 	linger     time.Duration
 	batchMax   int
@@ -57,6 +60,7 @@ func main() {
 	flag.IntVar(&o.partitions, "partitions", 1, "partitions of the topic created in produce mode")
 	flag.IntVar(&o.records, "records", 1_000_000, "records to produce, or to consume")
 	flag.IntVar(&o.size, "size", 100, "value size in bytes (produce)")
+	flag.StringVar(&o.key, "key", "", "key of every produced record (default: a null key)")
 	flag.IntVar(&o.producers, "producers", 1, "concurrent producer clients (produce)")
 	flag.DurationVar(&o.linger, "linger", time.Millisecond, "producer linger")
 	flag.IntVar(&o.batchMax, "batch-max", 1_000_000, "max bytes of one record batch")
@@ -81,8 +85,10 @@ func main() {
 		err = produce(ctx, o)
 	case "consume":
 		err = consume(ctx, o)
+	case "create":
+		err = createTopic(ctx, o)
 	default:
-		err = fmt.Errorf("unknown -mode %q (produce or consume)", o.mode)
+		err = fmt.Errorf("unknown -mode %q (produce, consume or create)", o.mode)
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "benchproduce: %v\n", err)
@@ -127,6 +133,10 @@ func produce(ctx context.Context, o options) error {
 	value := make([]byte, o.size)
 	for i := range value {
 		value[i] = 'a' + byte(i%26)
+	}
+	var key []byte
+	if o.key != "" {
+		key = []byte(o.key)
 	}
 
 	clients := make([]*kgo.Client, o.producers)
@@ -193,7 +203,7 @@ func produce(ctx context.Context, o options) error {
 					}
 				}
 				t0 := time.Now()
-				r := &kgo.Record{Value: value}
+				r := &kgo.Record{Key: key, Value: value}
 				cl.Produce(ctx, r, func(_ *kgo.Record, err error) {
 					lat[i] = int32(min(time.Since(t0).Microseconds(), 1<<31-1))
 					if err != nil {

@@ -1,0 +1,141 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// serve runs the reference of the GET figures: a minimal net/http handler
+// that answers every request with the same -size bytes, until killed or
+// -timeout.
+func serve(ctx context.Context, o options) error {
+	body := value(o.size, 0)
+	length := strconv.Itoa(len(body))
+	ln, err := net.Listen("tcp", o.listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	srv := &http.Server{
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Length", length)
+			_, _ = w.Write(body)
+		}),
+		ReadHeaderTimeout: 10 * time.Second,
+	}
+	go func() {
+		<-ctx.Done()
+		srv.Close()
+	}()
+	fmt.Printf("reference handler on %s, %d B answers\n", ln.Addr(), len(body))
+	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serve: %w", err)
+	}
+	return nil
+}
+
+// cpuProc names a process whose CPU time -cpu reports.
+type cpuProc struct {
+	name string
+	pid  int
+}
+
+func parseCPU(s string) ([]cpuProc, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var out []cpuProc
+	for _, f := range strings.Split(s, ",") {
+		name, pid, ok := strings.Cut(f, "=")
+		n, err := strconv.Atoi(pid)
+		if !ok || err != nil || n <= 0 {
+			return nil, fmt.Errorf("%q is not name=pid", f)
+		}
+		out = append(out, cpuProc{name, n})
+	}
+	return append(out, cpuProc{"loadgen", os.Getpid()}), nil
+}
+
+// ticksPerSecond is USER_HZ, 100 on every Linux Go runs on.
+const ticksPerSecond = 100
+
+// cpuTimes reads utime+stime of each process, in ticks (-1: unreadable).
+func cpuTimes(ps []cpuProc) []int64 {
+	out := make([]int64, len(ps))
+	for i, p := range ps {
+		out[i] = -1
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(p.pid) + "/stat")
+		if err != nil {
+			continue
+		}
+		// The command name may hold spaces: fields start after its ')'.
+		s := string(b)
+		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+		if len(f) < 13 {
+			continue
+		}
+		u, err1 := strconv.ParseInt(f[11], 10, 64)
+		st, err2 := strconv.ParseInt(f[12], 10, 64)
+		if err1 == nil && err2 == nil {
+			out[i] = u + st
+		}
+	}
+	return out
+}
+
+func printCPU(what string, ps []cpuProc, before, after []int64) {
+	if len(ps) == 0 {
+		return
+	}
+	var total int64
+	for i := range ps {
+		if before[i] >= 0 && after[i] >= 0 {
+			total += after[i] - before[i]
+		}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "CPU during %s: %.2f s in all;", what, float64(total)/ticksPerSecond)
+	for i, p := range ps {
+		d := after[i] - before[i]
+		if before[i] < 0 || after[i] < 0 {
+			fmt.Fprintf(&b, " %s ?", p.name)
+			continue
+		}
+		fmt.Fprintf(&b, " %s %.2f s (%.0f%%)", p.name, float64(d)/ticksPerSecond, 100*float64(d)/float64(max(total, 1)))
+	}
+	fmt.Println(b.String())
+}
+
+// startPerf starts perf record on -perf-pid; the returned func stops it
+// and waits for it to write its file.
+func startPerf(o options) (func() error, error) {
+	if o.perfPID == 0 {
+		return func() error { return nil }, nil
+	}
+	cmd := exec.Command("perf", "record", "-F", "999", "-g", "-p", strconv.Itoa(o.perfPID), "-o", o.perfOut)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("perf record: %w", err)
+	}
+	// perf attaches to the process's threads before it samples.
+	time.Sleep(300 * time.Millisecond)
+	return func() error {
+		if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+			return fmt.Errorf("stop perf: %w", err)
+		}
+		// perf writes its file, then dies of the SIGINT it was sent.
+		var ee *exec.ExitError
+		if err := cmd.Wait(); err != nil && !(errors.As(err, &ee) && ee.Sys().(syscall.WaitStatus).Signal() == syscall.SIGINT) {
+			return fmt.Errorf("perf record: %w", err)
+		}
+		return nil
+	}, nil
+}
