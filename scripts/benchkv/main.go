@@ -228,21 +228,26 @@ func read(ctx context.Context, o options) error {
 	for i := range order {
 		order[i] = rng.IntN(o.keys)
 	}
-	get := func(i int) error {
-		res, err := hc.Get(o.httpURL + "/v1/kv/" + o.topic + "/" + keys[i])
-		if err != nil {
-			return err
+	// getFrom reads key i from the KV route of base (korvet, or the
+	// reference handler) and checks the answer's status and size.
+	getFrom := func(base string) func(i int) error {
+		return func(i int) error {
+			res, err := hc.Get(base + "/v1/kv/" + o.topic + "/" + keys[i])
+			if err != nil {
+				return err
+			}
+			n, err := io.Copy(io.Discard, res.Body)
+			res.Body.Close()
+			if err != nil {
+				return err
+			}
+			if res.StatusCode != 200 || int(n) != o.size {
+				return fmt.Errorf("GET %s from %s: %d, %d bytes", keys[i], base, res.StatusCode, n)
+			}
+			return nil
 		}
-		n, err := io.Copy(io.Discard, res.Body)
-		res.Body.Close()
-		if err != nil {
-			return err
-		}
-		if res.StatusCode != 200 || int(n) != o.size {
-			return fmt.Errorf("GET %s: %d, %d bytes", keys[i], res.StatusCode, n)
-		}
-		return nil
 	}
+	get := getFrom(o.httpURL)
 	// Warm the connection and the caches a little, as a client would be.
 	for i := range 200 {
 		if err := get(order[i%len(order)]); err != nil {
@@ -280,21 +285,7 @@ func read(ctx context.Context, o options) error {
 	// handler answering the same number of bytes.
 	var rp50, rp99, rRate float64
 	if o.refURL != "" {
-		refGet := func(i int) error {
-			res, err := hc.Get(o.refURL + "/v1/kv/" + o.topic + "/" + keys[i])
-			if err != nil {
-				return err
-			}
-			n, err := io.Copy(io.Discard, res.Body)
-			res.Body.Close()
-			if err != nil {
-				return err
-			}
-			if res.StatusCode != 200 || int(n) != o.size {
-				return fmt.Errorf("reference GET: %d, %d bytes", res.StatusCode, n)
-			}
-			return nil
-		}
+		refGet := getFrom(o.refURL)
 		lat = lat[:0]
 		for _, i := range order {
 			t0 := time.Now()
