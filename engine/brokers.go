@@ -99,6 +99,11 @@ func (p *Partition) Leader() (node, epoch int32) { return p.leaderNode.Load(), p
 // IsLeader tells whether this broker leads the partition now.
 func (p *Partition) IsLeader() bool { return p.lead.Load() }
 
+// PreferredLeader is the broker that should lead the partition by this
+// broker's view of the live brokers: leadership moves there when it can.
+// -1 when this broker knows no live broker.
+func (p *Partition) PreferredLeader() int32 { return hrw(p.hrwKey(), p.t.e.liveNodes()) }
+
 // EpochEnd answers OffsetForLeaderEpoch as Kafka's leader epoch cache
 // does: for the current epoch, it and the log end offset; for an older
 // one, the largest epoch not above it that the partition had and the

@@ -179,6 +179,11 @@ func settledLeaders(t *testing.T, bs []*broker, topic string, partitions int) ma
 				if lt := bs[le[0]-1].eng.Topic(topic); lt == nil || !lt.Partition(part).IsLeader() {
 					return false
 				}
+				// A leader that is not the preferred one is about to
+				// hand the partition over (a broker that joined late).
+				if lt := b.eng.Topic(topic); lt == nil || lt.Partition(part).PreferredLeader() != le[0] {
+					return false
+				}
 			}
 			if first == nil {
 				first = l
