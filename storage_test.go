@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -73,6 +74,23 @@ func TestStorageKeysWritten(t *testing.T) {
 	if got, want := streamIDs(t, rc, "korvet:meta:batches:t:0"), []string{"1-1", "2-1"}; !slices.Equal(got, want) {
 		t.Errorf("batches entry IDs %q, want %q", got, want)
 	}
+	// A round fenced: another broker's claim (a new epoch) lands, this
+	// broker's next append is refused by its fence check, which counts
+	// it in the fence key, and the partition is claimed back.
+	_, epoch := p.Leader()
+	if _, err := rc.Do(ctx, "HSET", "korvet:meta:partition:t:0", "leader", 7, "leader_epoch", epoch+1); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := p.Append([]record.Record{{Timestamp: 3, Value: []byte("fenced")}}).Wait(ctx); !errors.Is(err, engine.ErrNotLeader) {
+		t.Fatalf("append after another broker's claim: %v, want ErrNotLeader", err)
+	}
+	if v, err := rc.Do(ctx, "GET", "korvet:meta:fence:t:0"); err != nil || string(v.Bytes()) != "1" {
+		t.Errorf("fence counter %q (%v), want 1", v.Bytes(), err)
+	}
+	testbed.WaitFor(t, 20*time.Second, "t/0 claimed back", func() bool {
+		_, ep := p.Leader()
+		return p.IsLeader() && ep > epoch+1
+	})
 	// A committed and an aborted transaction: records with __txn, markers
 	// as control entries, the open transaction in the partition hash
 	// until its marker, and the aborted index.
@@ -242,6 +260,7 @@ func TestStorageKeysWritten(t *testing.T) {
 		"korvet:meta:segments:t:0":        "hash",
 		"korvet:meta:batches:t:0":         "stream",
 		"korvet:meta:aborted:t:0":         "stream",
+		"korvet:meta:fence:t:0":           "string",
 		"korvet:storage:local:t:0:0":      "stream",
 		"korvet:meta:groups":              "hash",
 		"korvet:group:g:state":            "string",
@@ -342,7 +361,7 @@ func (w *keyWatch) snapshot() map[string]string {
 
 // eventType maps keyspace events to the type of the key they touch.
 var eventType = map[string]string{
-	"set": "string", "hset": "hash", "hincrby": "hash", "hdel": "hash", "sadd": "set", "srem": "set",
+	"set": "string", "incrby": "string", "hset": "hash", "hincrby": "hash", "hdel": "hash", "sadd": "set", "srem": "set",
 	"xadd": "stream", "xtrim": "stream", "xdel": "stream",
 }
 

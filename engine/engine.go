@@ -571,7 +571,7 @@ func (e *Engine) DeleteTopic(ctx context.Context, name string) error {
 		for _, sg := range p.Segments() {
 			pl.Cmd("UNLINK", p.streamKey(sg.ID))
 		}
-		pl.Cmd("UNLINK", p.metaKey, p.batchesKey, p.segmentsKey, p.abortedKey)
+		pl.Cmd("UNLINK", p.metaKey, p.batchesKey, p.segmentsKey, p.abortedKey, p.fenceKey)
 	}
 	pl.Cmd("UNLINK", e.k.ZstdDicts(name))
 	if e.opts.Cold != nil {

@@ -14,30 +14,36 @@ import (
 )
 
 // The flush loop: each round collects queued work, plans it, writes it
-// as one MULTI/EXEC, commits it, indexes it and acknowledges it.
+// as one fenced MULTI/EXEC, sends it, and once Redis has answered,
+// commits it, indexes it and acknowledges it. While a round is in flight
+// the next one is planned on top of it and sent behind it
+// (flush_window.go).
 
 // flushLoop runs while there is work: it takes queued appends (up to
 // MaxAppendBytes) and commits them, with any pending segment roll, trim or
-// local drop, in one MULTI/EXEC round trip.
+// local drop, in one MULTI/EXEC.
 func (p *Partition) flushLoop() {
 	defer p.t.e.flushers.Done()
 	ctx := p.t.e.bg
-	var tx txBuffers
+	var w window
+	defer w.close()
 	for {
-		fl, ok := p.collect(ctx)
-		if !ok {
-			return
+		r := w.free()
+		if last := w.last(); last != nil {
+			ok := false
+			if r.fl, ok = p.collectBehind(ctx, &last.fl); !ok {
+				p.finishOldest(ctx, &w)
+				continue
+			}
+		} else {
+			ok := false
+			if r.fl, ok = p.collect(ctx); !ok {
+				return
+			}
 		}
-		fl.plan(p.t.currentSettings(), time.Now())
-		tx.write(p, &fl)
-		err := p.commitRound(ctx, &tx, &fl)
-		if err == nil {
-			p.index(fl.committed, fl.st.next)
-		}
-		fl.acknowledge(err)
-		if err == nil && fl.st.next > fl.st.base {
-			p.notify()
-		}
+		r.fl.plan(p.t.currentSettings(), time.Now())
+		r.tx.write(p, &r.fl)
+		p.send(ctx, &w, r)
 	}
 }
 
@@ -123,14 +129,7 @@ func (p *Partition) collect(ctx context.Context) (fl flushRound, ok bool) {
 // takeLocked takes queued appends, up to MaxAppendBytes (one at least),
 // and the other work waiting for a flush; p.mu must be held.
 func (p *Partition) takeLocked(trim bool) flushRound {
-	var size int64
-	n := 0
-	for n < len(p.queue) && (n == 0 || size+p.queue[n].size <= int64(p.t.e.opts.MaxAppendBytes)) {
-		size += p.queue[n].size
-		n++
-	}
-	fl := flushRound{take: append([]*Pending(nil), p.queue[:n]...), trim: trim}
-	p.queue = append(p.queue[:0], p.queue[n:]...)
+	fl := flushRound{take: p.takeQueueLocked(), trim: trim}
 	fl.st = flushState{
 		base: p.next, bytes: p.bytes, maxTs: p.maxTs, segMin: p.segMin, segMax: p.segMax,
 		segs: p.segs, trimTo: p.trimTo, roll: p.roll, producers: p.producers,
@@ -148,6 +147,20 @@ func (p *Partition) takeLocked(trim bool) flushRound {
 	return fl
 }
 
+// takeQueueLocked takes queued appends, up to MaxAppendBytes (one at
+// least); p.mu must be held.
+func (p *Partition) takeQueueLocked() []*Pending {
+	var size int64
+	n := 0
+	for n < len(p.queue) && (n == 0 || size+p.queue[n].size <= int64(p.t.e.opts.MaxAppendBytes)) {
+		size += p.queue[n].size
+		n++
+	}
+	take := append([]*Pending(nil), p.queue[:n]...)
+	p.queue = append(p.queue[:0], p.queue[n:]...)
+	return take
+}
+
 // plan seals the open segment if due and gives offsets to the appends
 // that go in.
 func (fl *flushRound) plan(settings topicSettings, now time.Time) {
@@ -162,10 +175,10 @@ func (fl *flushRound) plan(settings topicSettings, now time.Time) {
 	}
 }
 
-// txBuffers are the flush loop's buffers, reused round after round.
+// txBuffers are a round's buffers, reused round after round.
 type txBuffers struct {
-	check resp.Pipeline // WATCH and the epoch check
-	pl    resp.Pipeline // MULTI, the round's commands, EXEC
+	head  resp.Pipeline // WATCH and the fence check
+	pl    resp.Pipeline // MULTI, the round's commands, EXEC (and WAIT)
 	enc   entry.Encoder
 	idBuf []byte
 }
@@ -182,15 +195,33 @@ type roundWriter interface {
 	Bulk(b []byte)
 }
 
-// Fencing: a round runs as WATCH meta + HMGET leader, leader_epoch (one
-// round trip), then, if this broker still leads at the round's epoch,
-// MULTI ... EXEC (another) on the same connection. A claim or transfer
-// rewrites the meta hash, so one that lands between the check and the
-// EXEC aborts the EXEC: a deposed leader writes nothing. Measured against
-// running the round inside a Lua script that checks the epoch first
-// (one round trip): the script cost Redis about 40% more CPU per 100 B
-// record (every command goes through redis.call), and produce slowed
-// more than with the extra round trip (see BenchmarkCommitRound).
+// Fencing: a round is sent as
+//
+//	WATCH meta fence
+//	EVAL fenceScript meta fence <node> <epoch> <base>
+//	MULTI ... EXEC
+//
+// in one write. The script checks that this broker leads at the round's
+// epoch and that the partition's next offset in Redis is the round's
+// first; if not, it increments the fence key, which the round WATCHes, so
+// its EXEC aborts. A claim or transfer after the WATCH rewrites the meta
+// hash, which aborts the EXEC as well: a deposed leader writes nothing.
+// Since the check needs no answer before the MULTI, the next round can be
+// sent right behind this one (flush_window.go); it starts where this one
+// ends, so if this one fails, the next one's check fails too.
+//
+// Measured against running the whole round inside a Lua script that
+// checks the epoch first: the script cost Redis about 40% more CPU per
+// 100 B record (every command goes through redis.call); against a WATCH
+// and HMGET answered before the MULTI is sent (korvet's earlier fence,
+// still used after a cluster redirect: checkedRound), one round trip less
+// per round and no wait between rounds (see BenchmarkCommitRound).
+var fenceScript = `
+local m = redis.call('HMGET', KEYS[1], 'leader', 'leader_epoch', 'next')
+if m[1] == ARGV[1] and m[2] == ARGV[2] and (m[3] or '0') == ARGV[3] then return 1 end
+redis.call('INCR', KEYS[2])
+return {m[1] or '', m[2] or '', m[3] or ''}
+`
 
 // errFenced: the round's epoch check failed; nothing was written.
 var errFenced = errors.New("fenced: the partition's leader epoch moved")
@@ -199,6 +230,10 @@ var errFenced = errors.New("fenced: the partition's leader epoch moved")
 // counters and producers, the append summary, then any trim, archive
 // mark, local drop and change to the segment registry.
 func (tx *txBuffers) write(p *Partition, fl *flushRound) {
+	tx.head.Reset()
+	tx.head.Cmd("WATCH", p.metaKey, p.fenceKey)
+	tx.head.Cmd("EVAL", fenceScript, 2, p.metaKey, p.fenceKey,
+		strconv.Itoa(int(p.t.e.opts.NodeID)), strconv.Itoa(int(fl.epoch)), strconv.FormatInt(fl.st.base, 10))
 	pl := &tx.pl
 	pl.Reset()
 	pl.Cmd("MULTI")
@@ -291,35 +326,27 @@ func (tx *txBuffers) writeCmds(p *Partition, fl *flushRound, c roundWriter) {
 	}
 }
 
-// commitRound runs the round's transaction and, if Redis took it, makes
-// the round's state the partition's; if it did not, the partition resyncs
-// before the next round.
+// commitRound runs the round's transaction on its own and settles it.
 func (p *Partition) commitRound(ctx context.Context, tx *txBuffers, fl *flushRound) error {
+	err := p.commit(ctx, tx, fl)
+	if err != nil && resp.IsConnError(err) {
+		return p.unclear(ctx, []*flushRound{fl}, err)[0]
+	}
+	return p.settle(fl, err)
+}
+
+// settle makes a round's state the partition's if Redis took it; if it
+// did not, the partition resyncs before the next round. It returns what
+// the round's appends hear.
+func (p *Partition) settle(fl *flushRound, err error) error {
 	st := &fl.st
-	err := p.commit(ctx, &tx.check, &tx.pl, fl)
 	var short error
 	if errors.Is(err, ErrNotEnoughReplicas) {
 		// Written; only the acks=all appends hear of the missing replicas.
 		short, err = err, nil
 	}
-	if err != nil && resp.IsConnError(err) {
-		// The transaction may or may not have run: the counter written
-		// with it tells.
-		if serr := p.resync(ctx); serr == nil && st.next > st.base {
-			p.mu.Lock()
-			applied := p.next == st.next
-			p.mu.Unlock()
-			if applied {
-				err = nil
-			}
-		}
-	}
 	if short != nil {
-		for _, op := range fl.take {
-			if op.allReplicas && op.err == nil {
-				op.err = short
-			}
-		}
+		fl.shortOfReplicas(short)
 	}
 	p.mu.Lock()
 	if err == nil {
@@ -357,6 +384,55 @@ func (p *Partition) commitRound(ctx context.Context, tx *txBuffers, fl *flushRou
 		err = fmt.Errorf("%w: %v", ErrStorageUnavailable, err)
 	}
 	return err
+}
+
+// shortOfReplicas tells the round's acks=all appends that their records
+// are written but not confirmed by enough replicas.
+func (fl *flushRound) shortOfReplicas(err error) {
+	for _, op := range fl.take {
+		if op.allReplicas && op.err == nil {
+			op.err = err
+		}
+	}
+}
+
+// unclear settles rounds sent one behind the other on a connection that
+// failed (err) before all their replies came: each may or may not have
+// run. The partition's counter in Redis tells: the rounds are applied in
+// order, each only where the one before it ended, so those ending at or
+// below the counter ran and the others did not. It returns what each
+// round's appends hear.
+func (p *Partition) unclear(ctx context.Context, rounds []*flushRound, err error) []error {
+	errs := make([]error, len(rounds))
+	serr := p.resync(ctx)
+	p.mu.Lock()
+	next, lead := p.next, p.leadEpoch
+	p.mu.Unlock()
+	// The counter must stand where one of these rounds began or ended,
+	// and this broker must still lead at their epoch: else another
+	// writer moved it, and nothing can be told.
+	known := serr == nil && lead == rounds[0].epoch && next == rounds[0].st.base
+	for _, fl := range rounds {
+		known = known || serr == nil && lead == fl.epoch && next == fl.st.next
+	}
+	for i, fl := range rounds {
+		if known && fl.st.next > fl.st.base && fl.st.next <= next {
+			if fl.wait {
+				// The WAIT's answer was lost with the connection.
+				fl.shortOfReplicas(fmt.Errorf("%w: the connection to Redis failed before WAIT answered: %v", ErrNotEnoughReplicas, err))
+			}
+			continue // the resync loaded the state it left
+		}
+		p.mu.Lock()
+		p.needSync = true
+		if fl.st.roll {
+			p.roll = true
+		}
+		p.mu.Unlock()
+		p.t.e.log.Warn("append failed", "topic", p.t.name, "partition", p.id, "records", fl.st.next-fl.st.base, "err", err)
+		errs[i] = fmt.Errorf("%w: %v", ErrStorageUnavailable, err)
+	}
+	return errs
 }
 
 // index hands a committed round to the key index before its producers
@@ -487,54 +563,164 @@ func (st *flushState) assign(take []*Pending, settings topicSettings, now time.T
 // commit runs the round fenced (see txBuffers) and checks every reply.
 // On a Redis Cluster, a slot that moves or fails over answers MOVED, ASK,
 // TRYAGAIN or CLUSTERDOWN instead: none of the round ran, and it is sent
-// again on a new connection, which follows the refreshed slot map, for
-// up to commitRedirectBudget.
-func (p *Partition) commit(ctx context.Context, check, pl *resp.Pipeline, fl *flushRound) error {
+// again as a checkedRound on a new connection, which follows the
+// refreshed slot map (and an ASK to the node importing the slot), for up
+// to commitRedirectBudget. So is a round whose EXEC aborted although its
+// check passed.
+func (p *Partition) commit(ctx context.Context, tx *txBuffers, fl *flushRound) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	give := time.Now().Add(commitRedirectBudget)
-	backoff := 5 * time.Millisecond
-	for {
-		err := p.commitOnce(ctx, check, pl, fl)
-		if err == nil || !resp.IsRedirect(err) || time.Now().After(give) {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, 200*time.Millisecond)
-	}
-}
-
-// commitRedirectBudget bounds how long an append round keeps following a
-// cluster's redirects before it fails with a retriable error.
-const commitRedirectBudget = 3 * time.Second
-
-// errBehind: Redis's partition counter is not where this leader left it.
-// With one writer per epoch that means Redis lost acknowledged writes:
-// a master failed over to a replica that did not have them (see
-// redis.wait_replicas). The partition reloads from Redis.
-var errBehind = errors.New("the partition in Redis is not where this broker left it (a Redis failover lost writes?)")
-
-func (p *Partition) commitOnce(ctx context.Context, check, pl *resp.Pipeline, fl *flushRound) error {
 	cn, err := p.t.e.rc.Conn(ctx)
 	if err != nil {
 		return fmt.Errorf("append to %s: %w", p.metaKey, err)
 	}
-	clean := false
-	defer func() {
-		if clean {
-			cn.Release() // EXEC ended the MULTI and the WATCH
-		} else {
-			cn.Close()
+	err = cn.Send(ctx, &tx.head, &tx.pl)
+	if err == nil {
+		err = p.receiveRound(ctx, cn, fl)
+	}
+	p.doneWith(cn, err)
+	return p.retryChecked(ctx, tx, fl, err)
+}
+
+// doneWith returns a round's connection to the pool, or drops it when
+// the round left it in doubt.
+func (p *Partition) doneWith(cn *resp.Conn, err error) {
+	if err == nil {
+		cn.Release() // EXEC ended the MULTI and the WATCH
+	} else {
+		cn.Close()
+	}
+}
+
+// retryChecked runs again, as checkedRound, a round that err says did not
+// run and may run now: a cluster redirect, or an EXEC aborted although
+// the round's check passed (a leadership move after the WATCH, which the
+// check now tells, or another round's fence). Other outcomes stand.
+func (p *Partition) retryChecked(ctx context.Context, tx *txBuffers, fl *flushRound, err error) error {
+	if err == nil || !resp.IsRedirect(err) && !errors.Is(err, errAborted) {
+		return err
+	}
+	give := time.Now().Add(commitRedirectBudget)
+	backoff := 5 * time.Millisecond
+	for {
+		if resp.IsRedirect(err) {
+			select {
+			case <-ctx.Done():
+				return err
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, 200*time.Millisecond)
 		}
-	}()
-	check.Reset()
+		err = p.checkedRound(ctx, tx, fl)
+		if err == nil || !resp.IsRedirect(err) || time.Now().After(give) {
+			return err
+		}
+	}
+}
+
+// errAborted: the round's EXEC aborted (nil) although its fence check
+// passed; none of it ran.
+var errAborted = errors.New("exec aborted: a watched key changed after the fence check")
+
+// receiveRound reads the replies of a round sent with Conn.Send (its
+// head, then its transaction) and tells how it went.
+func (p *Partition) receiveRound(ctx context.Context, cn *resp.Conn, fl *flushRound) error {
+	head, err := cn.Receive(ctx)
+	if err != nil {
+		return fmt.Errorf("append to %s: %w", p.metaKey, err)
+	}
+	defer head.Release()
+	body, err := cn.Receive(ctx)
+	if err != nil {
+		return fmt.Errorf("append to %s: %w", p.metaKey, err)
+	}
+	defer body.Release()
+	if err := head.At(0).Err(); err != nil {
+		return fmt.Errorf("append to %s: watch: %w", p.metaKey, err)
+	}
+	checked := head.At(1)
+	var checkErr error
+	switch {
+	case checked.Err() != nil:
+		if resp.IsRedirect(checked.Err()) {
+			return fmt.Errorf("append to %s: fence check: %w", p.metaKey, checked.Err())
+		}
+		checkErr = checked.Err()
+	case !isOne(checked):
+		var f []resp.Reply
+		f = checked.Elems(f)
+		if len(f) != 3 {
+			return fmt.Errorf("append to %s: fence check answered %d values, want 3", p.metaKey, len(f))
+		}
+		if err := p.fenceCheck(fl, f[0].Bytes(), f[1].Bytes(), f[2].Bytes()); err != nil {
+			return err
+		}
+		return fmt.Errorf("append to %s: the fence check refused %q", p.metaKey, checked.Raw)
+	}
+	err = p.execResult(body, fl)
+	if checkErr != nil && err == nil {
+		// Redis refused the script itself (a script of someone else's
+		// running too long, say) but ran the transaction: it went in
+		// unchecked. If this broker was deposed meanwhile, the new
+		// leader's next round sees the counter moved and reloads.
+		p.t.e.log.Error("an append ran without its fence check", "topic", p.t.name, "partition", p.id, "err", checkErr)
+		p.t.e.wakeControl()
+	}
+	if errors.Is(err, errAborted) && checkErr != nil {
+		err = fmt.Errorf("append to %s: fence check: %w", p.metaKey, checkErr)
+	}
+	return err
+}
+
+// isOne tells whether r is the integer reply 1: the fence check passed.
+func isOne(r resp.Reply) bool {
+	n, err := r.Int()
+	return err == nil && n == 1
+}
+
+// fenceCheck compares the partition's leader, epoch and next offset in
+// Redis (next nil: none yet, 0) with what the round was planned on.
+func (p *Partition) fenceCheck(fl *flushRound, leader, epoch, next []byte) error {
+	if string(leader) != strconv.Itoa(int(p.t.e.opts.NodeID)) || string(epoch) != strconv.Itoa(int(fl.epoch)) {
+		return fmt.Errorf("%w (check)", errFenced)
+	}
+	n := int64(0)
+	if len(next) > 0 {
+		var err error
+		if n, err = strconv.ParseInt(string(next), 10, 64); err != nil {
+			return fmt.Errorf("append to %s: next %q in Redis: %w", p.metaKey, next, err)
+		}
+	}
+	if n != fl.st.base {
+		return fmt.Errorf("append to %s: %w: next is %d in Redis, %d here", p.metaKey, errBehind, n, fl.st.base)
+	}
+	return nil
+}
+
+// checkedRound runs the round with the fence korvet used before
+// fenceScript, for a round that met a cluster redirect: WATCH meta and
+// HMGET leader, epoch and next, answered before the transaction is sent
+// on the same connection. A cluster Conn whose first call is answered
+// ASK in full follows it to the node importing the slot, which the
+// one-write round cannot (its MULTI is answered, not redirected).
+func (p *Partition) checkedRound(ctx context.Context, tx *txBuffers, fl *flushRound) error {
+	cn, err := p.t.e.rc.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("append to %s: %w", p.metaKey, err)
+	}
+	err = p.checkedOnce(ctx, cn, tx, fl)
+	p.doneWith(cn, err)
+	if errors.Is(err, errAborted) {
+		err = fmt.Errorf("%w (exec aborted)", errFenced) // the meta hash changed since WATCH
+	}
+	return err
+}
+
+func (p *Partition) checkedOnce(ctx context.Context, cn *resp.Conn, tx *txBuffers, fl *flushRound) error {
+	var check resp.Pipeline
 	check.Cmd("WATCH", p.metaKey)
 	check.Cmd("HMGET", p.metaKey, "leader", "leader_epoch", "next")
-	rs, err := cn.Exec(ctx, check)
+	rs, err := cn.Exec(ctx, &check)
 	if err != nil {
 		return fmt.Errorf("append to %s: %w", p.metaKey, err)
 	}
@@ -546,25 +732,25 @@ func (p *Partition) commitOnce(ctx context.Context, check, pl *resp.Pipeline, fl
 	}
 	var f []resp.Reply
 	f = rs.At(1).Elems(f)
-	ok := len(f) == 3 && string(f[0].Bytes()) == strconv.Itoa(int(p.t.e.opts.NodeID)) && string(f[1].Bytes()) == strconv.Itoa(int(fl.epoch))
-	var next int64
-	if ok && !f[2].IsNil() {
-		next, err = strconv.ParseInt(string(f[2].Bytes()), 10, 64)
-		ok = err == nil
+	if len(f) != 3 {
+		rs.Release()
+		return fmt.Errorf("append to %s: check answered %d values, want 3", p.metaKey, len(f))
 	}
+	err = p.fenceCheck(fl, f[0].Bytes(), f[1].Bytes(), f[2].Bytes())
 	rs.Release()
-	if !ok {
-		return fmt.Errorf("%w (check)", errFenced)
+	if err != nil {
+		return err
 	}
-	if next != fl.st.base {
-		return fmt.Errorf("append to %s: %w: next is %d in Redis, %d here", p.metaKey, errBehind, next, fl.st.base)
-	}
-	rs, err = cn.Exec(ctx, pl)
+	rs, err = cn.Exec(ctx, &tx.pl)
 	if err != nil {
 		return fmt.Errorf("append to %s: %w", p.metaKey, err)
 	}
 	defer rs.Release()
-	clean = true
+	return p.execResult(rs, fl)
+}
+
+// execResult checks the replies of a round's MULTI ... EXEC (and WAIT).
+func (p *Partition) execResult(rs *resp.Replies, fl *flushRound) error {
 	last := rs.Len() - 1
 	if fl.wait {
 		last-- // the WAIT after the EXEC
@@ -582,7 +768,7 @@ func (p *Partition) commitOnce(ctx context.Context, check, pl *resp.Pipeline, fl
 		return fmt.Errorf("append: %w", err)
 	}
 	if ex.IsNil() {
-		return fmt.Errorf("%w (exec aborted)", errFenced) // the meta hash changed since WATCH
+		return errAborted
 	}
 	var failed error
 	ex.ForEach(func(r resp.Reply) bool {
@@ -609,3 +795,13 @@ func (p *Partition) commitOnce(ctx context.Context, check, pl *resp.Pipeline, fl
 	}
 	return nil
 }
+
+// errBehind: Redis's partition counter is not where this leader left it.
+// With one writer per epoch that means Redis lost acknowledged writes:
+// a master failed over to a replica that did not have them (see
+// redis.wait_replicas). The partition reloads from Redis.
+var errBehind = errors.New("the partition in Redis is not where this broker left it (a Redis failover lost writes?)")
+
+// commitRedirectBudget bounds how long an append round keeps following a
+// cluster's redirects before it fails with a retriable error.
+const commitRedirectBudget = 3 * time.Second

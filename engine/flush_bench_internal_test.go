@@ -48,6 +48,9 @@ func BenchmarkCommitRound(b *testing.B) {
 				b.Fatal(err)
 			}
 			p := t.Partition(0)
+			// A new partition is claimed by the control loop; a round
+			// before that is refused as not the leader's.
+			testbed.WaitFor(b, 10*time.Second, "the broker leads "+t.Name(), p.IsLeader)
 			var tx txBuffers
 			b.SetBytes(100 * 100)
 			cpu0 := redisCPU(b, rc)

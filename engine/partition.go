@@ -17,8 +17,10 @@ import (
 
 // Partition is one ordered log. Appends are group-committed: while one Redis
 // transaction is in flight, later appends queue up and go out together in
-// the next one, so a single partition keeps Redis busy without ever having
-// two transactions in flight (which could leave a gap if the first failed).
+// the next one, which is sent right behind it (flush_window.go): Redis
+// runs one round while the next is on its way. A round's fence check
+// includes the offset it starts at, so a round behind one that failed
+// fails too and the log never has a gap.
 //
 // The log is a chain of segments, each its own stream; the open one takes
 // appends and is sealed (and the next opened) in the same transaction that
@@ -31,6 +33,7 @@ type Partition struct {
 	batchesKey  string
 	segmentsKey string
 	abortedKey  string
+	fenceKey    string
 
 	hw    atomic.Int64 // offsets below hw are committed and readable
 	start atomic.Int64 // log start offset
@@ -78,6 +81,7 @@ func newPartition(t *Topic, id int32) *Partition {
 		batchesKey:  t.e.k.Batches(t.name, id),
 		segmentsKey: t.e.k.Segments(t.name, id),
 		abortedKey:  t.e.k.Aborted(t.name, id),
+		fenceKey:    t.e.k.Fence(t.name, id),
 		maxTs:       -1,
 		waiters:     make(map[chan<- struct{}]struct{}),
 	}

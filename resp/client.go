@@ -82,6 +82,7 @@ type conn struct {
 	nc     net.Conn
 	broken bool   // saw an I/O, protocol or timeout error: never reuse
 	stop   func() // sets a past deadline, interrupting blocked I/O
+	carry  []byte // read past the replies Conn.Receive wanted: the next ones'
 }
 
 // New returns a Client for a URL (see ParseURL). It does not connect:
@@ -304,7 +305,7 @@ func (cn *conn) roundTrip(ctx context.Context, deadline time.Time, p *Pipeline, 
 	var trailing bool
 	if err == nil {
 		op = "read"
-		trailing, err = readReplies(cn.nc, rs, p.n, maxReply)
+		trailing, err = readReplies(cn.nc, rs, p.n, maxReply, nil)
 	}
 	if stop != nil && !stop() {
 		// The interrupt ran or is running: its past deadline could hit
@@ -576,6 +577,9 @@ type Conn struct {
 	// askSlot >= 0: the Conn followed an ASK for this slot to the node
 	// importing it, and sends ASKING before each command (conn_ask.go).
 	askSlot int
+	// owed: the reply counts of pipelines sent with Send and not yet
+	// received, oldest first.
+	owed []int
 }
 
 // Conn takes a connection out of the pool until Conn.Close.
@@ -606,8 +610,15 @@ func (pc *Conn) usable() error {
 	return nil
 }
 
+// errOwed: a call that reads its own replies while Send's are still due
+// would read theirs.
+var errOwed = errors.New("resp: Conn has pipelines sent and not received")
+
 // Exec is Client.Exec on this connection.
 func (pc *Conn) Exec(ctx context.Context, p *Pipeline) (*Replies, error) {
+	if len(pc.owed) > 0 {
+		return nil, errOwed
+	}
 	first := pc.unbound
 	if err := pc.prepare(ctx, p); err != nil {
 		return nil, err
@@ -655,6 +666,119 @@ func (pc *Conn) prepare(ctx context.Context, p *Pipeline) error {
 	return nil
 }
 
+// Send writes pipelines without reading their replies, in one write,
+// for a caller that keeps pipelines in flight one behind the other on
+// one connection (a partition's append rounds): Redis runs each while the
+// next is on its way. Receive reads the replies of the oldest pipeline
+// sent; they come in the order sent. A cluster Conn sends only to the
+// node it is bound to and does not follow ASK here: redirects come back
+// as replies. Exec and Do refuse to run while replies are owed, and
+// Release and Close drop a connection that still owes some.
+func (pc *Conn) Send(ctx context.Context, ps ...*Pipeline) error {
+	if pc.askSlot >= 0 {
+		return errors.New("resp: Send on a Conn that follows a slot migration (ASK)")
+	}
+	bufs := make(net.Buffers, 0, len(ps))
+	for _, p := range ps {
+		if err := p.Err(); err != nil {
+			return err
+		}
+		if err := pc.prepare(ctx, p); err != nil {
+			return err
+		}
+		if p.n > 0 {
+			bufs = append(bufs, p.buf)
+		}
+	}
+	pc.used = true
+	if len(bufs) == 0 {
+		for range ps {
+			pc.owed = append(pc.owed, 0)
+		}
+		return nil
+	}
+	cn := pc.cn
+	if err := ctx.Err(); err != nil {
+		return &ConnError{Op: "send", Addr: pc.c.cfg.Addr, Err: err}
+	}
+	deadline, hasDeadline := ctx.Deadline()
+	if !hasDeadline {
+		deadline = time.Now().Add(pc.c.opts.Timeout)
+	}
+	if err := cn.nc.SetWriteDeadline(deadline); err != nil {
+		cn.broken = true
+		return pc.c.ioError(ctx, "set deadline", false, hasDeadline, err)
+	}
+	var stop func() bool
+	if ctx.Done() != nil {
+		stop = context.AfterFunc(ctx, cn.stop)
+	}
+	n, err := bufs.WriteTo(cn.nc)
+	if stop != nil && !stop() {
+		cn.broken = true
+	}
+	if err != nil {
+		cn.broken = true
+		return pc.c.ioError(ctx, "write", n > 0, hasDeadline, err)
+	}
+	for _, p := range ps {
+		pc.owed = append(pc.owed, p.n)
+	}
+	return nil
+}
+
+// Receive reads the replies of the oldest pipeline sent with Send.
+func (pc *Conn) Receive(ctx context.Context) (*Replies, error) {
+	if len(pc.owed) == 0 {
+		return nil, errors.New("resp: Receive without a pipeline sent")
+	}
+	if err := pc.usable(); err != nil {
+		return nil, err
+	}
+	want := pc.owed[0]
+	pc.owed = pc.owed[1:]
+	rs := pc.c.getReplies()
+	if want == 0 {
+		return rs, nil
+	}
+	cn := pc.cn
+	deadline, hasDeadline := ctx.Deadline()
+	if !hasDeadline {
+		deadline = time.Now().Add(pc.c.opts.Timeout)
+	}
+	if err := cn.nc.SetReadDeadline(deadline); err != nil {
+		cn.broken = true
+		rs.Release()
+		return nil, pc.c.ioError(ctx, "set deadline", true, hasDeadline, err)
+	}
+	var stop func() bool
+	if ctx.Done() != nil {
+		stop = context.AfterFunc(ctx, cn.stop)
+	}
+	_, err := readReplies(cn.nc, rs, want, pc.c.opts.MaxReplyBytes, &cn.carry)
+	if stop != nil && !stop() {
+		cn.broken = true
+	}
+	if err != nil {
+		cn.broken = true
+		rs.Release()
+		return nil, pc.c.ioError(ctx, "read", true, hasDeadline, err)
+	}
+	if pc.cl != nil {
+		pc.cl.noteRedirects(rs, pc.c.cfg.Addr)
+	}
+	return rs, nil
+}
+
+// settled marks a connection that still owes replies (or holds bytes of
+// them) as not reusable: its next user would read them.
+func (pc *Conn) settled(cn *conn) {
+	if len(pc.owed) > 0 || len(cn.carry) > 0 {
+		cn.broken = true
+	}
+	pc.owed = pc.owed[:0]
+}
+
 // Do is Client.Do on this connection.
 func (pc *Conn) Do(ctx context.Context, args ...any) (Reply, error) {
 	p := pc.c.pipes.Get().(*Pipeline)
@@ -674,6 +798,7 @@ func (pc *Conn) Release() {
 		return
 	}
 	pc.cn = nil
+	pc.settled(cn)
 	pc.c.put(cn)
 }
 
@@ -687,6 +812,7 @@ func (pc *Conn) Close() error {
 		return nil
 	}
 	pc.cn = nil
+	pc.settled(cn)
 	if pc.used && !cn.broken {
 		// DISCARD ends a MULTI (and unwatches); outside one it is an
 		// error reply, and UNWATCH does the job.

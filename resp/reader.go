@@ -224,12 +224,25 @@ func parseLen(b []byte) (int, bool) {
 // readReplies reads exactly want top-level replies from r into rs. Bytes
 // past the last reply are reported by trailing=true (the caller must not
 // reuse the connection: it is out of step).
-func readReplies(r io.Reader, rs *Replies, want, maxReply int) (trailing bool, err error) {
+//
+// With carry set, the bytes in *carry (read earlier past another
+// pipeline's replies) come first, and the bytes past the last reply are
+// kept in *carry for the next read instead of being reported: the
+// connection has more pipelines in flight.
+func readReplies(r io.Reader, rs *Replies, want, maxReply int, carry *[]byte) (trailing bool, err error) {
 	rs.buf = rs.buf[:0]
 	rs.ends = rs.ends[:0]
 	rs.list = rs.list[:0]
 	f := &rs.fr
 	f.reset(maxReply)
+	if carry != nil && len(*carry) > 0 {
+		rs.grow(len(*carry) + minRead)
+		rs.buf = append(rs.buf, *carry...)
+		*carry = (*carry)[:0]
+		if rs.ends, err = f.advance(rs.buf, rs.ends); err != nil {
+			return false, err
+		}
+	}
 	for len(rs.ends) < want {
 		free := cap(rs.buf) - len(rs.buf)
 		if need := min(f.need(len(rs.buf)), maxPregrow); free < minRead || free < need {
@@ -257,6 +270,10 @@ func readReplies(r io.Reader, rs *Replies, want, maxReply int) (trailing bool, e
 		last = rs.ends[want-1]
 	}
 	trailing = len(rs.ends) > want || len(rs.buf) > last
+	if carry != nil {
+		*carry = append(*carry, rs.buf[last:]...)
+		rs.buf, trailing = rs.buf[:last], false
+	}
 	rs.ends = rs.ends[:want]
 	if cap(rs.list) < want {
 		rs.list = make([]Reply, 0, max(want, 2*cap(rs.list)))

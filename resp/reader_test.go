@@ -19,7 +19,7 @@ func read(in string, want, maxReply int, oneByte bool) (*Replies, bool, error) {
 		r = iotest.OneByteReader(r)
 	}
 	rs := &Replies{}
-	trailing, err := readReplies(r, rs, want, maxReply)
+	trailing, err := readReplies(r, rs, want, maxReply, nil)
 	return rs, trailing, err
 }
 
@@ -140,7 +140,7 @@ func TestReadRepliesLarge(t *testing.T) {
 	}
 	r := &chunkReader{data: b, sizes: []int{1, 3, 7000, 1, 65536, 13}}
 	rs := &Replies{}
-	if _, err := readReplies(r, rs, 1, 1<<30); err != nil {
+	if _, err := readReplies(r, rs, 1, 1<<30, nil); err != nil {
 		t.Fatal(err)
 	}
 	i := 0
@@ -246,7 +246,7 @@ func FuzzReadReply(f *testing.F) {
 			r = iotest.OneByteReader(r)
 		}
 		rs := &Replies{}
-		_, err := readReplies(r, rs, n, maxReply)
+		_, err := readReplies(r, rs, n, maxReply, nil)
 		if cap(rs.buf) > 4*(len(data)+minRead) {
 			t.Fatalf("buffer grew to %d for %d input bytes", cap(rs.buf), len(data))
 		}

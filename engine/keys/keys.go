@@ -106,6 +106,15 @@ func (s Space) Aborted(topic string, partition int32) string {
 	return s.prefix + ":meta:aborted:" + s.part(topic, partition)
 }
 
+// Fence is a counter of the append rounds refused by the fence check, a
+// string written only when one is: a round WATCHes it, and its check
+// (run just before its MULTI) increments it when the partition's leader,
+// epoch or next offset is not what the round was planned on, which aborts
+// the round's EXEC (see engine/flush.go).
+func (s Space) Fence(topic string, partition int32) string {
+	return s.prefix + ":meta:fence:" + s.part(topic, partition)
+}
+
 // Events is a stream through which brokers sharing this keyspace tell
 // each other that shared state changed (package engine/events).
 func (s Space) Events() string { return s.meta() + "events" }

@@ -24,6 +24,7 @@ func Layout() []Key {
 		{"{keyspace}:meta:segments:{topic}:{partition}", "{keyspace}:meta:segments:{{topic}:{partition}}", "hash", "segment id -> JSON segment"},
 		{"{keyspace}:meta:batches:{topic}:{partition}", "{keyspace}:meta:batches:{{topic}:{partition}}", "stream", "one entry per append: max timestamp, byte total"},
 		{"{keyspace}:meta:aborted:{topic}:{partition}", "{keyspace}:meta:aborted:{{topic}:{partition}}", "stream", "one entry per aborted transaction: ID <marker offset>-1, pid, first offset"},
+		{"{keyspace}:meta:fence:{topic}:{partition}", "{keyspace}:meta:fence:{{topic}:{partition}}", "string", "append rounds refused by the fence check (written only then)"},
 		{"{keyspace}:meta:transactions", "{keyspace}:{txns}:transactions", "hash", "transactional id -> JSON transaction state"},
 		{"{keyspace}:meta:cluster", "{keyspace}:{meta}:cluster", "hash", "cluster id, producer id counter, SCRAM decoy seed"},
 		{"{keyspace}:meta:scram:{mechanism}", "{keyspace}:{meta}:scram:{mechanism}", "hash", "user name -> JSON SCRAM credential"},
