@@ -138,6 +138,10 @@ type Engine struct {
 	flushMu  sync.Mutex
 	closed   bool
 	flushers sync.WaitGroup
+	// windows are idle flush windows with their buffers: a flush loop
+	// ends whenever its partition's queue is empty, and the next one
+	// takes a window here instead of growing new buffers.
+	windows sync.Pool
 
 	redisCache redisStatusCache // status_redis.go
 }

@@ -25,14 +25,17 @@ import (
 func (p *Partition) flushLoop() {
 	defer p.t.e.flushers.Done()
 	ctx := p.t.e.bg
-	var w window
-	defer w.close()
+	w, _ := p.t.e.windows.Get().(*window)
+	if w == nil {
+		w = &window{}
+	}
+	defer p.t.e.putWindow(w)
 	for {
 		r := w.free()
 		if last := w.last(); last != nil {
 			ok := false
 			if r.fl, ok = p.collectBehind(ctx, &last.fl); !ok {
-				p.finishOldest(ctx, &w)
+				p.finishOldest(ctx, w)
 				continue
 			}
 		} else {
@@ -43,7 +46,7 @@ func (p *Partition) flushLoop() {
 		}
 		r.fl.plan(p.t.currentSettings(), time.Now())
 		r.tx.write(p, &r.fl)
-		p.send(ctx, &w, r)
+		p.send(ctx, w, r)
 	}
 }
 

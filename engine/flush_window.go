@@ -75,6 +75,21 @@ func (w *window) close() {
 	w.drop()
 }
 
+// maxPooledRound is the largest round buffer an idle window keeps.
+const maxPooledRound = 8 << 20
+
+// putWindow keeps an idle window for the next flush loop, without the
+// buffers of an exceptionally large round.
+func (e *Engine) putWindow(w *window) {
+	w.close()
+	for i := range w.slots {
+		if tx := &w.slots[i].tx; tx.pl.Cap() > maxPooledRound {
+			*tx = txBuffers{}
+		}
+	}
+	e.windows.Put(w)
+}
+
 // collectBehind takes appends for a round behind prev, which is in
 // flight. ok is false when there are none, or when the next round must
 // wait for prev's outcome: leadership or a resync is pending, or work

@@ -25,6 +25,9 @@ func (p *Pipeline) Reset() {
 	p.err = nil
 }
 
+// Cap is the size of the pipeline's buffer.
+func (p *Pipeline) Cap() int { return cap(p.buf) }
+
 // Len returns the number of commands.
 func (p *Pipeline) Len() int { return p.n }
 
