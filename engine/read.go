@@ -29,10 +29,8 @@ type ReadResult struct {
 	HighWatermark int64
 	LogStart      int64
 
-	rs    *resp.Replies
-	dec   entry.Decoder
-	elems []resp.Reply
-	pair  []resp.Reply
+	rs  *resp.Replies
+	dec entry.Decoder
 	// cut: the read stopped (for maxBytes or its entry count) before the
 	// end of the range it read, so records may follow the last one.
 	cut bool
@@ -214,13 +212,17 @@ func (p *Partition) readStream(ctx context.Context, res *ReadResult, seg, from, 
 	if err := rep.Err(); err != nil {
 		return err
 	}
-	res.elems = rep.Elems(res.elems[:0])
+	w := resp.NewWalker(rep.Raw)
+	n, err := w.Array()
+	if err != nil {
+		return fmt.Errorf("%w: %v", entry.ErrMalformed, err)
+	}
 	// Fewer entries than asked for means the range ended; otherwise more
 	// may follow, unless the last one is the range's end (checked below).
-	res.cut = int64(len(res.elems)) == count
+	res.cut = int64(n) == count
 	size := 0
-	for _, ent := range res.elems {
-		rec, err := res.appendEntry(ent)
+	for range n {
+		rec, err := res.walkEntry(&w)
 		if err != nil {
 			return err
 		}
@@ -426,29 +428,50 @@ func (p *Partition) applyRetention(ctx context.Context, now time.Time) error {
 }
 
 // appendEntry decodes one stream entry (its ID and fields) onto
-// res.Records and res.Codecs and returns the record, which stays valid
-// until the next append.
+// res.Records, res.Codecs and res.Txns.
 func (res *ReadResult) appendEntry(ent resp.Reply) (*record.Record, error) {
-	res.pair = ent.Elems(res.pair[:0])
-	if len(res.pair) != 2 {
-		return nil, fmt.Errorf("malformed stream entry")
+	w := resp.NewWalker(ent.Raw)
+	return res.walkEntry(&w)
+}
+
+// walkEntry is appendEntry for the next entry of w, an XRANGE-style
+// reply walked without a Reply per element: fetches decode thousands of
+// entries per read.
+func (res *ReadResult) walkEntry(w *resp.Walker) (*record.Record, error) {
+	var id []byte
+	var nf int
+	two, err := w.Array()
+	if err == nil && two != 2 {
+		err = fmt.Errorf("stream entry of %d elements", two)
 	}
-	off, codec, err := entry.ParseID(res.pair[0].Bytes())
+	if err == nil {
+		id, err = w.Bulk()
+	}
+	if err == nil {
+		nf, err = w.Array()
+	}
+	if err == nil && nf%2 != 0 {
+		err = fmt.Errorf("stream entry of %d fields and values", nf)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", entry.ErrMalformed, err)
+	}
+	off, codec, err := entry.ParseID(id)
 	if err != nil {
 		return nil, err
 	}
 	res.dec.Begin()
-	odd := false
-	var name []byte
-	res.pair[1].ForEach(func(f resp.Reply) bool {
-		if !odd {
-			name = f.Bytes()
-		} else {
-			res.dec.Field(name, f.Bytes())
+	for j := 0; j < nf; j += 2 {
+		name, err := w.Bulk()
+		var val []byte
+		if err == nil {
+			val, err = w.Bulk()
 		}
-		odd = !odd
-		return true
-	})
+		if err != nil {
+			return nil, fmt.Errorf("%w: offset %d: %v", entry.ErrMalformed, off, err)
+		}
+		res.dec.Field(name, val)
+	}
 	res.Records = append(res.Records, record.Record{Offset: off})
 	res.Codecs = append(res.Codecs, codec)
 	rec := &res.Records[len(res.Records)-1]

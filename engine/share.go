@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/korvet/korvet/engine/entry"
 	"github.com/korvet/korvet/engine/events"
 	"github.com/korvet/korvet/engine/group"
 	"github.com/korvet/korvet/engine/record"
@@ -625,9 +626,13 @@ func appendTxns(dst, src []record.Txn, n int) []record.Txn {
 // decodeEntries decodes an XRANGE-style reply (entries of ID and fields)
 // into res.
 func (res *ReadResult) decodeEntries(rep resp.Reply) error {
-	res.elems = rep.Elems(res.elems[:0])
-	for _, ent := range res.elems {
-		if _, err := res.appendEntry(ent); err != nil {
+	w := resp.NewWalker(rep.Raw)
+	n, err := w.Array()
+	if err != nil {
+		return fmt.Errorf("%w: %v", entry.ErrMalformed, err)
+	}
+	for range n {
+		if _, err := res.walkEntry(&w); err != nil {
 			return err
 		}
 	}
