@@ -725,7 +725,7 @@ func readHeaders(keyCol, valCol parquet.ColumnChunk, rows rowRange, arena *[]byt
 		*arena = append(*arena, b...)
 		return sp
 	}
-	var ks, vs []hv
+	ks, vs := make([]hv, 0, rows.n), make([]hv, 0, rows.n) // at least one value a row
 	if err := read(keyCol, func(v parquet.Value, row int) {
 		h := hv{row: row, present: v.DefinitionLevel() > 0}
 		if h.present {
