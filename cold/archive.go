@@ -201,7 +201,7 @@ func (s *Store) upload(ctx context.Context, meta *icemeta.Metadata, ref SegmentR
 	if plan != nil {
 		sc, cols, tw = plan.schema, plan.cols, plan.writer
 	}
-	sw := newSegmentWriter(w, sc, cols, tw, s.codec, ref, s.cfg.RowGroupBytes)
+	sw := newSegmentWriter(w, sc, cols, tw, s.codec, ref, s.cfg.RowGroupBytes, s.cfg.PageBytes)
 	for {
 		recs, txns, err := next()
 		if err != nil && !errors.Is(err, io.EOF) {

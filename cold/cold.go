@@ -72,6 +72,14 @@ type Config struct {
 	// 256 KiB): a read from the middle of a file fetches and decodes about
 	// this much, which is what a KV point read of an archived key costs.
 	RowGroupBytes int
+	// PageBytes is the size at which a column's values are cut into a
+	// Parquet page (default 32 KiB, before encoding and compression): a
+	// point read (a KV read of an archived key) decodes one page of each
+	// column. Smaller pages decode faster but compress worse and cost the
+	// writer more (zstd builds its tables per page): at 8 KiB, 20% more
+	// writer time and 10% larger files for 100-byte JSON values; at 32 KiB,
+	// about what 256 KiB pages cost.
+	PageBytes int
 	// ReadCacheBytes bounds the memory of decoded row groups kept for
 	// consumers reading on (default 64 MiB).
 	ReadCacheBytes int
@@ -177,6 +185,9 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Store, error) {
 	}
 	if cfg.RowGroupBytes <= 0 {
 		cfg.RowGroupBytes = 256 << 10
+	}
+	if cfg.PageBytes <= 0 {
+		cfg.PageBytes = 32 << 10
 	}
 	if cfg.ReadCacheBytes <= 0 {
 		cfg.ReadCacheBytes = 64 << 20

@@ -9,17 +9,20 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/format"
 
 	"github.com/korvet/korvet/internal/lru"
 )
 
-// footerCache keeps the tails of archived Parquet files (footer length,
-// footer, magic) in memory, parsed, and on local disk, so a cold read
-// fetches a file's footer from the store once. Archived files never change
+// footerCache keeps the tails of archived Parquet files (offset indexes,
+// footer, footer length, magic) in memory, parsed, and on local disk, so a
+// cold read fetches a file's footer from the store once. Archived files never change
 // under a path (a retried upload writes the same segment again), and their
 // size is part of the key anyway.
 type footerCache struct {
@@ -103,30 +106,40 @@ func (c *footerCache) saveDisk(key string, size int64, tail []byte) error {
 }
 
 // tailGuess is how much of a file's end the first GET takes: enough for
-// the footer of a segment of about 200 row groups (bounds are kept only
-// for small columns, so a row group costs a few hundred bytes of footer),
-// so that one request usually does.
+// the footer and offset indexes of a segment of about 200 row groups
+// (bounds are kept only for small columns, so a row group costs a few
+// hundred bytes of footer and a few more of offset index), so that one
+// request usually does.
 const tailGuess = 64 << 10
+
+// maxOffsetIndexBytes bounds the offset indexes kept with a footer. A
+// file whose offset indexes take more is read by row groups only.
+const maxOffsetIndexBytes = 16 << 20
 
 // openFile returns the parsed footer of an archived file. size may be 0
 // when unknown (one HEAD then). Column data is read later through
 // FileColumnChunk.PagesFrom, with the caller's context.
+//
+// The cached tail holds the footer and, in front of it, the offset
+// indexes of the column chunks (where parquet-go writes them): with them
+// FileColumnChunk.OffsetIndex answers from memory, so that a point read
+// knows which pages to fetch without a request of its own. A tail cached
+// on disk before offset indexes were kept gets them once.
 func (s *Store) openFile(ctx context.Context, uri string, size int64) (*parquet.File, error) {
 	key := cacheKey(uri)
 	if f := s.footers.get(key, size); f != nil {
 		return f, nil
 	}
 	size, tail := s.footers.loadDisk(key, size)
-	if tail == nil {
+	fetched := tail == nil
+	if fetched {
 		var err error
 		if size, tail, err = s.fetchTail(ctx, uri, size); err != nil {
 			return nil, err
 		}
-		if err := s.footers.saveDisk(key, size, tail); err != nil {
-			s.log.Warn("cold: footer cache write failed", "err", err)
-		}
 	}
-	f, err := parquet.OpenFile(&tailReader{off: size - int64(len(tail)), tail: tail}, size,
+	tr := &tailReader{off: size - int64(len(tail)), tail: tail}
+	f, err := parquet.OpenFile(tr, size,
 		parquet.SkipMagicBytes(true), parquet.SkipPageIndex(true), parquet.SkipBloomFilters(true))
 	if err != nil {
 		return nil, fmt.Errorf("open parquet footer: %w", err)
@@ -139,11 +152,50 @@ func (s *Store) openFile(ctx context.Context, uri string, size int64) (*parquet.
 			return nil, fmt.Errorf("not a korvet segment file: row group %d has %d columns", i, n)
 		}
 	}
-	s.footers.add(key, len(tail), f)
+	// Keep [offset indexes, end): less when the file has none (or too
+	// much of them), more only when it must be fetched.
+	footerStart := size - 8 - int64(binary.LittleEndian.Uint32(tail[len(tail)-8:]))
+	start := footerStart
+	if oi, ok := offsetIndexStart(f.Metadata()); ok && footerStart-oi <= maxOffsetIndexBytes {
+		start = oi
+	}
+	switch {
+	case start > tr.off && fetched:
+		tr.tail = slices.Clone(tr.tail[start-tr.off:])
+		tr.off = start
+	case start < tr.off:
+		more := make([]byte, tr.off-start)
+		if _, err := s.obj.readAt(ctx, uri, more, start); err != nil && !errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("read offset indexes: %w", err)
+		}
+		tr.tail = append(more, tr.tail...)
+		tr.off = start
+		fetched = true
+	}
+	if fetched {
+		if err := s.footers.saveDisk(key, size, tr.tail); err != nil {
+			s.log.Warn("cold: footer cache write failed", "err", err)
+		}
+	}
+	s.footers.add(key, len(tr.tail), f)
 	return f, nil
 }
 
-// fetchTail reads the footer region [size-8-footerLen, size) of a file.
+// offsetIndexStart is where the first offset index of a file begins.
+func offsetIndexStart(md *format.FileMetaData) (int64, bool) {
+	start, ok := int64(math.MaxInt64), false
+	for i := range md.RowGroups {
+		for j := range md.RowGroups[i].Columns {
+			if c := &md.RowGroups[i].Columns[j]; c.OffsetIndexOffset > 0 && c.OffsetIndexLength > 0 {
+				start, ok = min(start, c.OffsetIndexOffset), true
+			}
+		}
+	}
+	return start, ok
+}
+
+// fetchTail reads the end of a file: at least its footer region
+// [size-8-footerLen, size), and all of the first tailGuess bytes.
 func (s *Store) fetchTail(ctx context.Context, uri string, size int64) (int64, []byte, error) {
 	if size <= 0 {
 		var err error
@@ -168,7 +220,7 @@ func (s *Store) fetchTail(ctx context.Context, uri string, size int64) (int64, [
 		return 0, nil, fmt.Errorf("%s: footer length %d exceeds the file", uri, flen)
 	}
 	if need <= n {
-		return size, buf[n-need:], nil
+		return size, buf, nil
 	}
 	more := make([]byte, need-n)
 	if _, err := s.obj.readAt(ctx, uri, more, size-need); err != nil && !errors.Is(err, io.EOF) {
@@ -177,8 +229,9 @@ func (s *Store) fetchTail(ctx context.Context, uri string, size int64) (int64, [
 	return size, append(more, buf...), nil
 }
 
-// tailReader serves the cached footer region; parquet.OpenFile with the
-// options above reads nothing else.
+// tailReader serves the cached end of a file: footer and offset indexes.
+// parquet.OpenFile with the options above reads nothing else, and
+// FileColumnChunk.OffsetIndex only the offset indexes.
 type tailReader struct {
 	off  int64
 	tail []byte

@@ -75,7 +75,9 @@ func scanAll(t *testing.T, tbl *table.Table, filter iceberg.BooleanExpression) [
 // (its Parquet reader, its manifest reader), as another engine would.
 func TestIcebergReadsTable(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
-		s := openStore(t, b.cfg)
+		cfg := b.cfg
+		cfg.PageBytes = 1 << 10 // column chunks of several pages
+		s := openStore(t, cfg)
 		ctx := ctxT(t)
 		want := map[int32][]record.Record{0: makeRecords(0, 300), 1: makeRecords(40, 25)}
 		for p, recs := range want {

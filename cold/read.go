@@ -9,6 +9,8 @@ import (
 	"io"
 	"math"
 	"slices"
+	"sort"
+	"sync"
 
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/format"
@@ -26,6 +28,11 @@ import (
 // fetches and decodes each row group once. The records' bytes are shared
 // with that cache: read them, never modify them.
 //
+// A read of at most pointReadBytes (a KV read asks for one record) whose
+// row group is not decoded already is a point read: one ranged GET for
+// the pages that hold the record, found with the offset indexes of the
+// columns, and it returns records of those pages only.
+//
 // txns is empty when none of the records returned is transactional, else
 // parallel to recs (ProducerID -1 for a record outside transactions). A
 // file written before the transaction columns holds no transactional
@@ -42,10 +49,17 @@ func (s *Store) Read(ctx context.Context, f DataFile, from int64, maxBytes int) 
 	md := pf.Metadata()
 	size := 0
 	for rg := range md.RowGroups {
-		if _, hi, ok := int64Bounds(&md.RowGroups[rg], cols.offset); ok && hi < from {
+		lo, hi, bounded := int64Bounds(&md.RowGroups[rg], cols.offset)
+		if bounded && hi < from {
 			continue
 		}
-		g, err := s.rowGroup(ctx, f.Path, pf, &cols, rg)
+		var g rowGroupData
+		window := false
+		if maxBytes <= pointReadBytes && bounded {
+			g, window, err = s.pointGroup(ctx, f.Path, pf, &cols, rg, from, lo, hi)
+		} else {
+			g, err = s.rowGroup(ctx, f.Path, pf, &cols, rg)
+		}
 		if err != nil {
 			return nil, nil, fmt.Errorf("cold read %s: %w", f.Path, err)
 		}
@@ -70,12 +84,18 @@ func (s *Store) Read(ctx context.Context, f DataFile, from int64, maxBytes int) 
 			recs = append(recs, g.recs[i])
 			size += sz
 		}
-		if size >= maxBytes && len(recs) > 0 {
+		// A window ends the read: what follows it in the row group was
+		// not read. It holds a record at or after from (pointGroup).
+		if window || size >= maxBytes && len(recs) > 0 {
 			break
 		}
 	}
 	return recs, txns, nil
 }
+
+// pointReadBytes is the largest read that is a point read (see Read): it
+// wants a record or a few, not the rest of a row group.
+const pointReadBytes = 4 << 10
 
 // rowGroupData is a decoded row group; txns is empty when no record in it
 // is transactional, else parallel to recs.
@@ -97,6 +117,135 @@ func (s *Store) rowGroup(ctx context.Context, uri string, pf *parquet.File, cols
 	}
 	s.groups.add(key, g, bytes)
 	return g, nil
+}
+
+// pointGroup returns records of row group rg (offsets minOff to maxOff)
+// that include the first one at or after from: the whole row group when
+// it is decoded already, else a window (true), the rows that the pages
+// holding that record cover in every column, from one ranged GET. A file
+// without offset indexes is read by whole row groups.
+func (s *Store) pointGroup(ctx context.Context, uri string, pf *parquet.File, cols *fileColumns, rg int, from, minOff, maxOff int64) (rowGroupData, bool, error) {
+	whole := rgKey{uri: uri, rg: rg, size: pf.Size()}
+	if g, ok := s.groups.get(whole); ok {
+		return g, false, nil
+	}
+	r1, r2, ok := rowsOf(from, minOff, maxOff, pf.Metadata().RowGroups[rg].NumRows)
+	var plan pagePlan
+	if ok {
+		plan, ok = planPages(pf, cols, rg, r1, r2)
+	}
+	if !ok {
+		g, err := s.rowGroup(ctx, uri, pf, cols, rg)
+		return g, false, err
+	}
+	key := rgKey{uri: uri, rg: rg, size: pf.Size(), lo: plan.lo, hi: plan.hi}
+	if g, ok := s.groups.get(key); ok {
+		return g, true, nil
+	}
+	g, bytes, err := s.readWindow(ctx, uri, pf, cols, rg, plan)
+	if err != nil {
+		return rowGroupData{}, false, err
+	}
+	if n := len(g.recs); n == 0 || g.recs[n-1].Offset < from {
+		return rowGroupData{}, false, fmt.Errorf("row group %d: rows %d-%d hold no offset from %d on, against the footer's bounds %d-%d",
+			rg, plan.lo, plan.hi-1, from, minOff, maxOff)
+	}
+	s.groups.add(key, g, bytes)
+	return g, true, nil
+}
+
+// rowsOf bounds the row of the first record at or after from in a row
+// group of n rows whose offsets run from minOff to maxOff. Offsets
+// increase by at least 1 a row, so row i holds an offset in
+// [minOff+i, maxOff-(n-1-i)]: the row is in [r1, r2], one row (r1 == r2)
+// when the offsets have no gaps. false: the bounds are not a row group's.
+func rowsOf(from, minOff, maxOff, n int64) (r1, r2 int64, ok bool) {
+	if n <= 0 || maxOff-minOff+1 < n || from > maxOff {
+		return 0, 0, false
+	}
+	if from <= minOff {
+		return 0, 0, true
+	}
+	return max(0, n-1-(maxOff-from)), min(n-1, from-minOff), true
+}
+
+// pagePlan is what a point read fetches and decodes: rows [lo, hi) of a
+// row group, which the pages in bytes [start, end) of the file hold in
+// every column a record needs.
+type pagePlan struct {
+	lo, hi     int64
+	start, end int64
+}
+
+// planPages finds, with the offset indexes of the columns a record
+// needs, the pages that hold rows r1 to r2 and the rows they all cover.
+// false when a column has no offset index. The columns of a row group
+// are contiguous, so the span from the first page to the last one is one
+// ranged GET; the pages of the columns between them come with it.
+func planPages(pf *parquet.File, cols *fileColumns, rg int, r1, r2 int64) (pagePlan, bool) {
+	md := &pf.Metadata().RowGroups[rg]
+	chunks := pf.RowGroups()[rg].ColumnChunks()
+	plan := pagePlan{lo: 0, hi: md.NumRows, start: math.MaxInt64, end: 0}
+	for _, c := range cols.recordColumns() {
+		fc, ok := chunks[c].(*parquet.FileColumnChunk)
+		if !ok {
+			return plan, false
+		}
+		oi, err := fc.OffsetIndex()
+		if err != nil {
+			return plan, false
+		}
+		p1, p2 := pageOf(oi, r1), pageOf(oi, r2)
+		if p1 < 0 || p2 < 0 {
+			return plan, false
+		}
+		plan.lo = max(plan.lo, oi.FirstRowIndex(p1))
+		if p2+1 < oi.NumPages() {
+			plan.hi = min(plan.hi, oi.FirstRowIndex(p2+1))
+		}
+		start := oi.Offset(p1)
+		if dict := md.Columns[c].MetaData.DictionaryPageOffset; dict > 0 {
+			// Pages of a dictionary-encoded column need the dictionary,
+			// the chunk's first page.
+			start = min(start, dict)
+		}
+		plan.start = min(plan.start, start)
+		plan.end = max(plan.end, oi.Offset(p2)+oi.CompressedPageSize(p2))
+	}
+	if plan.lo > r1 || plan.hi <= r2 || plan.start <= 0 || plan.end <= plan.start || plan.end > pf.Size() {
+		return plan, false // not the offset index of a file korvet wrote
+	}
+	return plan, true
+}
+
+// pageOf is the page of an offset index that holds row r; -1 for none.
+func pageOf(oi parquet.OffsetIndex, r int64) int {
+	n := oi.NumPages()
+	if n == 0 || oi.FirstRowIndex(0) > r {
+		return -1
+	}
+	return sort.Search(n, func(i int) bool { return oi.FirstRowIndex(i) > r }) - 1
+}
+
+// readWindow fetches the pages of a plan with one ranged GET and decodes
+// its rows.
+func (s *Store) readWindow(ctx context.Context, uri string, pf *parquet.File, cols *fileColumns, rg int, plan pagePlan) (rowGroupData, int, error) {
+	// Decoding copies what it keeps: the fetched bytes can serve the
+	// next point read.
+	bp := getSpanBuf(int(plan.end - plan.start))
+	defer spanBufs.Put(bp)
+	buf := *bp
+	n, err := s.obj.readAt(ctx, uri, buf, plan.start)
+	if err != nil && !(errors.Is(err, io.EOF) && n == len(buf)) {
+		return rowGroupData{}, 0, err
+	}
+	// Only what was fetched: a read past it is a bug, not another GET.
+	r := &spanReader{spans: []dataSpan{{off: plan.start, data: buf}}}
+	g, bytes, err := decodeRows(pf.RowGroups()[rg].ColumnChunks(), &pf.Metadata().RowGroups[rg], cols, r, plan.lo, plan.hi)
+	if err != nil {
+		return rowGroupData{}, 0, fmt.Errorf("row group %d rows %d-%d: %w", rg, plan.lo, plan.hi-1, err)
+	}
+	return g, bytes, nil
 }
 
 // OffsetForTime returns the first record of f (in offset order) whose
@@ -122,11 +271,12 @@ func (s *Store) OffsetForTime(ctx context.Context, f DataFile, ts int64) (offset
 			return 0, 0, false, fmt.Errorf("cold offset for time %s: %w", f.Path, err)
 		}
 		chunks := pf.RowGroups()[rg].ColumnChunks()
-		offs, err := readInt64s(chunks[cols.offset], r)
+		rows := rowRange{r: r, n: int(md.RowGroups[rg].NumRows)}
+		offs, err := readInt64s(chunks[cols.offset], rows)
 		if err != nil {
 			return 0, 0, false, fmt.Errorf("cold offset for time %s: %w", f.Path, err)
 		}
-		tss, err := readInt64s(chunks[cols.timestamp], r)
+		tss, err := readInt64s(chunks[cols.timestamp], rows)
 		if err != nil {
 			return 0, 0, false, fmt.Errorf("cold offset for time %s: %w", f.Path, err)
 		}
@@ -194,14 +344,30 @@ func (s *Store) fetchColumns(ctx context.Context, uri string, rg *format.RowGrou
 	return r, nil
 }
 
+// spanBufs holds buffers of point reads (*[]byte).
+var spanBufs sync.Pool
+
+// getSpanBuf returns a buffer of n bytes from spanBufs.
+func getSpanBuf(n int) *[]byte {
+	if bp, ok := spanBufs.Get().(*[]byte); ok && cap(*bp) >= n {
+		*bp = (*bp)[:n]
+		return bp
+	}
+	b := make([]byte, n)
+	return &b
+}
+
 // spanReader serves reads from prefetched byte ranges of an object and,
-// for anything else, with a ranged GET of its own.
+// for anything else, with a ranged GET of its own; without o, a read
+// that goes past the ranges gets what they hold and errNotFetched.
 type spanReader struct {
 	ctx   context.Context
 	uri   string
 	o     objects
 	spans []dataSpan
 }
+
+var errNotFetched = errors.New("read outside the fetched pages")
 
 type dataSpan struct {
 	off  int64
@@ -213,6 +379,13 @@ func (r *spanReader) ReadAt(p []byte, off int64) (int, error) {
 		if off >= sp.off && off+int64(len(p)) <= sp.off+int64(len(sp.data)) {
 			return copy(p, sp.data[off-sp.off:]), nil
 		}
+		if r.o == nil && off >= sp.off && off < sp.off+int64(len(sp.data)) {
+			// Buffered readers ask for more than a page needs.
+			return copy(p, sp.data[off-sp.off:]), fmt.Errorf("[%d,+%d): %w", off, len(p), errNotFetched)
+		}
+	}
+	if r.o == nil {
+		return 0, fmt.Errorf("[%d,+%d): %w", off, len(p), errNotFetched)
 	}
 	return r.o.readAt(r.ctx, r.uri, p, off)
 }
@@ -231,36 +404,66 @@ func (s *Store) readRowGroup(ctx context.Context, uri string, pf *parquet.File, 
 	if err != nil {
 		return rowGroupData{}, 0, err
 	}
-	chunks := pf.RowGroups()[rg].ColumnChunks()
-	offs, err := readInt64s(chunks[cols.offset], r)
+	g, bytes, err := decodeRows(pf.RowGroups()[rg].ColumnChunks(), md, cols, r, 0, md.NumRows)
+	if err != nil {
+		return rowGroupData{}, 0, fmt.Errorf("row group %d: %w", rg, err)
+	}
+	return g, bytes, nil
+}
+
+// recordColumns are the columns a record is read from.
+func (c *fileColumns) recordColumns() []int {
+	cs := []int{c.offset, c.timestamp, c.key, c.value, c.headerKey, c.headerValue}
+	if c.hasTxn() {
+		cs = append(cs, c.producerID, c.producerEpoch, c.control)
+	}
+	return cs
+}
+
+// decodeRows decodes rows [lo, hi) of a row group from r; bytes is the
+// memory they hold. With lo > 0 the column chunks must have their offset
+// indexes loaded, so that each column starts at the page holding lo.
+func decodeRows(chunks []parquet.ColumnChunk, md *format.RowGroup, cols *fileColumns, r io.ReaderAt, lo, hi int64) (rowGroupData, int, error) {
+	rows := rowRange{r: r, lo: lo, n: int(hi - lo)}
+	rows.scratch = make([]parquet.Value, max(1, min(1024, 2*rows.n)))
+	offs, err := readInt64s(chunks[cols.offset], rows)
 	if err != nil {
 		return rowGroupData{}, 0, err
 	}
-	tss, err := readInt64s(chunks[cols.timestamp], r)
+	tss, err := readInt64s(chunks[cols.timestamp], rows)
 	if err != nil {
 		return rowGroupData{}, 0, err
 	}
-	var arena []byte
-	keys, err := readBytes(chunks[cols.key], r, &arena)
+	// The byte columns' bytes go to one arena, sized for their share of
+	// the row group's uncompressed bytes (a little more than they need).
+	var est int64
+	for _, c := range []int{cols.key, cols.value, cols.headerKey, cols.headerValue} {
+		est += md.Columns[c].MetaData.TotalUncompressedSize
+	}
+	if md.NumRows > 0 {
+		est = est * (hi - lo) / md.NumRows
+	}
+	arena := make([]byte, 0, min(est, 64<<20))
+	keys, err := readBytes(chunks[cols.key], rows, &arena)
 	if err != nil {
 		return rowGroupData{}, 0, err
 	}
-	vals, err := readBytes(chunks[cols.value], r, &arena)
+	vals, err := readBytes(chunks[cols.value], rows, &arena)
 	if err != nil {
 		return rowGroupData{}, 0, err
 	}
-	hdrs, err := readHeaders(chunks[cols.headerKey], chunks[cols.headerValue], r, &arena)
+	hdrs, err := readHeaders(chunks[cols.headerKey], chunks[cols.headerValue], rows, &arena)
 	if err != nil {
 		return rowGroupData{}, 0, err
 	}
-	n := len(offs)
-	if len(tss) != n || len(keys) != n || len(vals) != n || len(hdrs) != n {
-		return rowGroupData{}, 0, fmt.Errorf("row group %d: columns disagree on the row count", rg)
+	n := rows.n
+	if len(offs) != n || len(tss) != n || len(keys) != n || len(vals) != n || len(hdrs) != n {
+		return rowGroupData{}, 0, errors.New("columns disagree on the row count")
 	}
 	var txns []record.Txn
 	if cols.hasTxn() {
-		if txns, err = readTxns(chunks, cols, r, n); err != nil {
-			return rowGroupData{}, 0, fmt.Errorf("row group %d: %w", rg, err)
+		if txns, err = readTxns(chunks, cols, rows); err != nil {
+			return rowGroupData{}, 0, err
 		}
 	}
 	recs := make([]record.Record, n)
@@ -272,21 +475,57 @@ func (s *Store) readRowGroup(ctx context.Context, uri string, pf *parquet.File, 
 	return rowGroupData{recs, txns}, cap(arena) + n*recordSize + len(txns)*txnSize, nil
 }
 
-// readTxns decodes the transaction columns of a row group of n rows: nil
-// when no row is transactional (the common case keeps nothing).
-func readTxns(chunks []parquet.ColumnChunk, cols *fileColumns, r io.ReaderAt, n int) ([]record.Txn, error) {
-	pids, err := readOptional(chunks[cols.producerID], r, func(v parquet.Value) int64 { return v.Int64() })
+// rowRange says which rows of a column chunk to decode: n rows from row
+// lo, read from r. scratch, when set, is a buffer for values that the
+// readers of one row range share.
+type rowRange struct {
+	r       io.ReaderAt
+	lo      int64
+	n       int
+	scratch []parquet.Value
+}
+
+// values is a buffer for up to n values.
+func (c rowRange) values(n int) []parquet.Value {
+	if len(c.scratch) > 0 {
+		return c.scratch[:min(len(c.scratch), n)]
+	}
+	return make([]parquet.Value, max(1, min(1024, n)))
+}
+
+// pages opens the page reader of a column chunk at the page holding row
+// lo.
+func (c rowRange) pages(cc parquet.ColumnChunk) (*parquet.FilePages, error) {
+	fc, ok := cc.(*parquet.FileColumnChunk)
+	if !ok {
+		return nil, errors.New("not a file column chunk")
+	}
+	pages := fc.PagesFrom(c.r)
+	if c.lo > 0 {
+		if err := pages.SeekToRow(c.lo); err != nil {
+			pages.Close()
+			return nil, fmt.Errorf("column %d: seek to row %d: %w", fc.Column(), c.lo, err)
+		}
+	}
+	return pages, nil
+}
+
+// readTxns decodes the transaction columns of rows: nil when no row is
+// transactional (the common case keeps nothing).
+func readTxns(chunks []parquet.ColumnChunk, cols *fileColumns, rows rowRange) ([]record.Txn, error) {
+	pids, err := readOptional(chunks[cols.producerID], rows, func(v parquet.Value) int64 { return v.Int64() })
 	if err != nil {
 		return nil, err
 	}
-	epochs, err := readOptional(chunks[cols.producerEpoch], r, func(v parquet.Value) int64 { return int64(v.Int32()) })
+	epochs, err := readOptional(chunks[cols.producerEpoch], rows, func(v parquet.Value) int64 { return int64(v.Int32()) })
 	if err != nil {
 		return nil, err
 	}
-	ctls, err := readOptional(chunks[cols.control], r, func(v parquet.Value) int64 { return int64(btoi(v.Boolean())) })
+	ctls, err := readOptional(chunks[cols.control], rows, func(v parquet.Value) int64 { return int64(btoi(v.Boolean())) })
 	if err != nil {
 		return nil, err
 	}
+	n := rows.n
 	if len(pids) != n || len(epochs) != n || len(ctls) != n {
 		return nil, errors.New("transaction columns disagree on the row count")
 	}
@@ -313,124 +552,112 @@ func readTxns(chunks []parquet.ColumnChunk, cols *fileColumns, r io.ReaderAt, n 
 	return txns, nil
 }
 
-// readOptional decodes an optional primitive column chunk, null as -1.
-func readOptional(cc parquet.ColumnChunk, r io.ReaderAt, conv func(parquet.Value) int64) ([]int64, error) {
-	fc, ok := cc.(*parquet.FileColumnChunk)
-	if !ok {
-		return nil, errors.New("not a file column chunk")
+// eachValue calls fn with the values of a non-repeated column chunk, one
+// a row, for the rows of c. The values are valid only during the call.
+func eachValue(cc parquet.ColumnChunk, c rowRange, fn func(v parquet.Value)) error {
+	pages, err := c.pages(cc)
+	if err != nil {
+		return err
 	}
-	pages := fc.PagesFrom(r)
 	defer pages.Close()
-	out := make([]int64, 0, fc.NumValues())
-	vals := make([]parquet.Value, 1024)
-	for {
+	vals := c.values(c.n)
+	for done := 0; done < c.n; {
 		p, err := pages.ReadPage()
 		if err == io.EOF {
-			return out, nil
+			return nil
 		}
 		if err != nil {
-			return nil, fmt.Errorf("column %d: %w", fc.Column(), err)
+			return fmt.Errorf("column %d: %w", cc.Column(), err)
 		}
 		vr := p.Values()
-		for {
-			n, err := vr.ReadValues(vals)
+		for done < c.n {
+			n, err := vr.ReadValues(vals[:min(len(vals), c.n-done)])
 			for _, v := range vals[:n] {
-				if v.IsNull() {
-					out = append(out, -1)
-				} else {
-					out = append(out, conv(v))
-				}
+				fn(v)
 			}
+			done += n
 			if err == io.EOF {
 				break
 			}
 			if err != nil {
 				parquet.Release(p)
-				return nil, fmt.Errorf("column %d: %w", fc.Column(), err)
+				return fmt.Errorf("column %d: %w", cc.Column(), err)
 			}
 		}
 		parquet.Release(p)
 	}
+	return nil
+}
+
+// readOptional decodes an optional primitive column chunk, null as -1.
+func readOptional(cc parquet.ColumnChunk, rows rowRange, conv func(parquet.Value) int64) ([]int64, error) {
+	out := make([]int64, 0, rows.n)
+	err := eachValue(cc, rows, func(v parquet.Value) {
+		if v.IsNull() {
+			out = append(out, -1)
+		} else {
+			out = append(out, conv(v))
+		}
+	})
+	return out, err
 }
 
 // readInt64s decodes a required int64 column chunk.
-func readInt64s(cc parquet.ColumnChunk, r io.ReaderAt) ([]int64, error) {
-	fc, ok := cc.(*parquet.FileColumnChunk)
-	if !ok {
-		return nil, errors.New("not a file column chunk")
+func readInt64s(cc parquet.ColumnChunk, rows rowRange) ([]int64, error) {
+	pages, err := rows.pages(cc)
+	if err != nil {
+		return nil, err
 	}
-	pages := fc.PagesFrom(r)
 	defer pages.Close()
-	out := make([]int64, 0, fc.NumValues())
-	buf := make([]int64, 4096)
-	for {
+	out := make([]int64, 0, rows.n)
+	buf := make([]int64, min(4096, rows.n))
+	for len(out) < rows.n {
 		p, err := pages.ReadPage()
 		if err == io.EOF {
 			return out, nil
 		}
 		if err != nil {
-			return nil, fmt.Errorf("column %d: %w", fc.Column(), err)
+			return nil, fmt.Errorf("column %d: %w", cc.Column(), err)
 		}
 		vr, ok := p.Values().(parquet.Int64Reader)
 		if !ok {
 			parquet.Release(p)
-			return nil, fmt.Errorf("column %d is not int64", fc.Column())
+			return nil, fmt.Errorf("column %d is not int64", cc.Column())
 		}
-		for {
-			n, err := vr.ReadInt64s(buf)
+		for len(out) < rows.n {
+			n, err := vr.ReadInt64s(buf[:min(len(buf), rows.n-len(out))])
 			out = append(out, buf[:n]...)
 			if err == io.EOF {
 				break
 			}
 			if err != nil {
 				parquet.Release(p)
-				return nil, fmt.Errorf("column %d: %w", fc.Column(), err)
+				return nil, fmt.Errorf("column %d: %w", cc.Column(), err)
 			}
 		}
 		parquet.Release(p)
 	}
+	return out, nil
 }
 
 // readBytes decodes an optional byte array column chunk: nil for null,
 // non-nil (maybe empty) otherwise; bytes are copied to arena.
-func readBytes(cc parquet.ColumnChunk, r io.ReaderAt, arena *[]byte) ([][]byte, error) {
-	fc := cc.(*parquet.FileColumnChunk)
-	pages := fc.PagesFrom(r)
-	defer pages.Close()
-	out := make([][]byte, 0, fc.NumValues())
-	vals := make([]parquet.Value, 1024)
-	var spans [][2]int // arena positions, resolved once the arena stops growing
-	for {
-		p, err := pages.ReadPage()
-		if err == io.EOF {
-			break
+func readBytes(cc parquet.ColumnChunk, rows rowRange, arena *[]byte) ([][]byte, error) {
+	spans := make([][2]int, 0, rows.n) // arena positions, resolved once the arena stops growing
+	err := eachValue(cc, rows, func(v parquet.Value) {
+		if v.IsNull() {
+			spans = append(spans, [2]int{-1, -1})
+		} else {
+			b := v.ByteArray()
+			spans = append(spans, [2]int{len(*arena), len(*arena) + len(b)})
+			*arena = append(*arena, b...)
 		}
-		if err != nil {
-			return nil, fmt.Errorf("column %d: %w", fc.Column(), err)
-		}
-		vr := p.Values()
-		for {
-			n, err := vr.ReadValues(vals)
-			for _, v := range vals[:n] {
-				if v.IsNull() {
-					spans = append(spans, [2]int{-1, -1})
-				} else {
-					b := v.ByteArray()
-					spans = append(spans, [2]int{len(*arena), len(*arena) + len(b)})
-					*arena = append(*arena, b...)
-				}
-			}
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				parquet.Release(p)
-				return nil, fmt.Errorf("column %d: %w", fc.Column(), err)
-			}
-		}
-		parquet.Release(p)
+	})
+	if err != nil {
+		return nil, err
 	}
 	a := *arena
+	out := make([][]byte, 0, len(spans))
 	for _, sp := range spans {
 		if sp[0] < 0 {
 			out = append(out, nil)
@@ -444,7 +671,7 @@ func readBytes(cc parquet.ColumnChunk, r io.ReaderAt, arena *[]byte) ([][]byte, 
 // readHeaders rebuilds each row's header list from the key and value
 // columns of the headers list (repetition level 0 starts a row; definition
 // level 0 is an empty list, 1 a null header value).
-func readHeaders(keyCol, valCol parquet.ColumnChunk, r io.ReaderAt, arena *[]byte) ([][]record.Header, error) {
+func readHeaders(keyCol, valCol parquet.ColumnChunk, rows rowRange, arena *[]byte) ([][]record.Header, error) {
 	type hv struct {
 		row      int
 		present  bool // the row has this header (not an empty list)
@@ -452,10 +679,12 @@ func readHeaders(keyCol, valCol parquet.ColumnChunk, r io.ReaderAt, arena *[]byt
 		nullable bool
 	}
 	read := func(cc parquet.ColumnChunk, fn func(v parquet.Value, row int)) error {
-		fc := cc.(*parquet.FileColumnChunk)
-		pages := fc.PagesFrom(r)
+		pages, err := rows.pages(cc)
+		if err != nil {
+			return err
+		}
 		defer pages.Close()
-		vals := make([]parquet.Value, 1024)
+		vals := rows.values(2 * rows.n)
 		row := -1
 		for {
 			p, err := pages.ReadPage()
@@ -463,13 +692,18 @@ func readHeaders(keyCol, valCol parquet.ColumnChunk, r io.ReaderAt, arena *[]byt
 				return nil
 			}
 			if err != nil {
-				return fmt.Errorf("column %d: %w", fc.Column(), err)
+				return fmt.Errorf("column %d: %w", cc.Column(), err)
 			}
 			vr := p.Values()
 			for {
 				n, err := vr.ReadValues(vals)
 				for _, v := range vals[:n] {
 					if v.RepetitionLevel() == 0 {
+						if row+1 == rows.n {
+							// The first value of a row past the ones asked for.
+							parquet.Release(p)
+							return nil
+						}
 						row++
 					}
 					fn(v, row)
@@ -479,7 +713,7 @@ func readHeaders(keyCol, valCol parquet.ColumnChunk, r io.ReaderAt, arena *[]byt
 				}
 				if err != nil {
 					parquet.Release(p)
-					return fmt.Errorf("column %d: %w", fc.Column(), err)
+					return fmt.Errorf("column %d: %w", cc.Column(), err)
 				}
 			}
 			parquet.Release(p)
@@ -491,7 +725,7 @@ func readHeaders(keyCol, valCol parquet.ColumnChunk, r io.ReaderAt, arena *[]byt
 		*arena = append(*arena, b...)
 		return sp
 	}
-	var ks, vs []hv
+	ks, vs := make([]hv, 0, rows.n), make([]hv, 0, rows.n) // at least one value a row
 	if err := read(keyCol, func(v parquet.Value, row int) {
 		h := hv{row: row, present: v.DefinitionLevel() > 0}
 		if h.present {
@@ -514,8 +748,16 @@ func readHeaders(keyCol, valCol parquet.ColumnChunk, r io.ReaderAt, arena *[]byt
 		return nil, errors.New("header key and value columns disagree")
 	}
 	a := *arena
-	var out [][]record.Header
-	last := -1
+	// One array holds every row's headers, in row order.
+	n := 0
+	for i := range ks {
+		if ks[i].present {
+			n++
+		}
+	}
+	all := make([]record.Header, 0, n)
+	out := make([][]record.Header, 0, rows.n)
+	last, first := -1, 0 // the row being built, and where its headers start in all
 	for i := range ks {
 		k, v := ks[i], vs[i]
 		if k.row != v.row {
@@ -524,6 +766,7 @@ func readHeaders(keyCol, valCol parquet.ColumnChunk, r io.ReaderAt, arena *[]byt
 		for last < k.row {
 			out = append(out, nil)
 			last++
+			first = len(all)
 		}
 		if !k.present {
 			continue
@@ -532,7 +775,8 @@ func readHeaders(keyCol, valCol parquet.ColumnChunk, r io.ReaderAt, arena *[]byt
 		if !v.nullable {
 			h.Value = a[v.val[0]:v.val[1]:v.val[1]]
 		}
-		out[len(out)-1] = append(out[len(out)-1], h)
+		all = append(all, h)
+		out[len(out)-1] = all[first:len(all):len(all)]
 	}
 	return out, nil
 }
@@ -543,10 +787,13 @@ type groupCache struct {
 	mem *lru.Cache[rgKey, rowGroupData]
 }
 
+// rgKey names a decoded row group, or with hi > 0 the window of its rows
+// [lo, hi) that a point read decoded.
 type rgKey struct {
-	uri  string
-	rg   int
-	size int64
+	uri    string
+	rg     int
+	size   int64
+	lo, hi int64
 }
 
 func newGroupCache(limit int) *groupCache {

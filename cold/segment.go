@@ -190,6 +190,7 @@ func btoi(b bool) int {
 type segmentWriter struct {
 	w             *parquet.GenericWriter[any]
 	rowGroupBytes int
+	pageBytes     int
 	pending       int // record bytes in the open row group
 	rows          []parquet.Row
 	vals          []parquet.Value
@@ -209,10 +210,13 @@ type segmentWriter struct {
 	lastOff   int64
 }
 
-func newSegmentWriter(out io.Writer, schema *parquet.Schema, cols fileColumns, typed *typedWriter, codec *zstd.Codec, ref SegmentRef, rowGroupBytes int) *segmentWriter {
+func newSegmentWriter(out io.Writer, schema *parquet.Schema, cols fileColumns, typed *typedWriter, codec *zstd.Codec, ref SegmentRef, rowGroupBytes, pageBytes int) *segmentWriter {
 	w := parquet.NewGenericWriter[any](out, schema,
 		parquet.Compression(codec),
-		parquet.PageBufferSize(256<<10),
+		// Small pages, found with the offset index (parquet-go writes
+		// the page index of every column chunk), let a point read decode
+		// little.
+		parquet.PageBufferSize(pageBytes),
 		parquet.WriteBufferSize(256<<10),
 		// Min/max of payloads would copy whole values into the footer and
 		// page headers, and nothing filters on them.
@@ -226,7 +230,7 @@ func newSegmentWriter(out io.Writer, schema *parquet.Schema, cols fileColumns, t
 		parquet.KeyValueMetadata("korvet.segment", strconv.FormatInt(ref.Segment, 10)),
 	)
 	return &segmentWriter{
-		w: w, cols: cols, typed: typed, rowGroupBytes: rowGroupBytes, partition: ref.Partition,
+		w: w, cols: cols, typed: typed, rowGroupBytes: rowGroupBytes, pageBytes: pageBytes, partition: ref.Partition,
 		minOff: math.MaxInt64, maxOff: math.MinInt64, minTs: math.MaxInt64, maxTs: math.MinInt64,
 		lastOff: -1,
 	}
@@ -347,8 +351,19 @@ func (s *segmentWriter) writeRows(recs []record.Record, txns []record.Txn) error
 		}
 		s.rows = append(s.rows, parquet.Row(s.vals[start:end:end]))
 	}
-	if _, err := s.w.WriteRows(s.rows); err != nil {
-		return fmt.Errorf("parquet: %w", err)
+	// A column cuts a page after a write that filled its buffer, and
+	// parquet-go writes at most 64 rows at a time: half a page of records
+	// per write keeps the pages of large records near pageBytes too.
+	for i := 0; i < len(recs); {
+		j, size := i, 0
+		for j < len(recs) && (j == i || size < s.pageBytes/2) {
+			size += recs[j].Size()
+			j++
+		}
+		if _, err := s.w.WriteRows(s.rows[i:j]); err != nil {
+			return fmt.Errorf("parquet: %w", err)
+		}
+		i = j
 	}
 	return nil
 }

@@ -385,4 +385,17 @@ func TestReadsLegacyFile(t *testing.T) {
 	if err != nil || !found || off != 121 || ts != 1_700_000_000_000+121*10 {
 		t.Fatalf("offset for time in a legacy file: %d %d %v %v", off, ts, found, err)
 	}
+	// Point reads (its pages are whole column chunks), nothing decoded
+	// kept.
+	cfg := localBackend(t).cfg
+	cfg.ReadCacheBytes = 1
+	s = openStore(t, cfg)
+	want := makeRecords(100, 40)
+	for i := range want {
+		got, txns, err := s.Read(ctxT(t), df, want[i].Offset, 1)
+		if err != nil || len(txns) != 0 {
+			t.Fatalf("point read of %d in a legacy file: %v, %d txns", want[i].Offset, err, len(txns))
+		}
+		equalRecords(t, got, want[i:i+1])
+	}
 }

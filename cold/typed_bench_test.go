@@ -56,7 +56,7 @@ func BenchmarkSegmentWriterTyped(b *testing.B) {
 				if c.p == nil {
 					cols, _ = columnsOf(sc)
 				}
-				sw := newSegmentWriter(io.Discard, sc, cols, tw, codec, SegmentRef{Topic: "t"}, 256<<10)
+				sw := newSegmentWriter(io.Discard, sc, cols, tw, codec, SegmentRef{Topic: "t"}, 256<<10, 8<<10)
 				for i := 0; i < len(recs); i += 100 {
 					if err := sw.write(recs[i:i+100], nil); err != nil {
 						b.Fatal(err)

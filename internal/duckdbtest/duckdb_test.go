@@ -31,7 +31,7 @@ func TestDuckDBReadsTypedColumns(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
-	s, err := cold.Open(ctx, cold.Config{Warehouse: "file://" + dir, RowGroupBytes: 2 << 10}, slog.New(slog.DiscardHandler))
+	s, err := cold.Open(ctx, cold.Config{Warehouse: "file://" + dir, RowGroupBytes: 2 << 10, PageBytes: 512}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -47,6 +47,7 @@ func main() {
 	flag.StringVar(&cfg.AccessKey, "access", "", "S3 access key")
 	flag.StringVar(&cfg.SecretKey, "secret", "", "S3 secret key")
 	flag.IntVar(&cfg.RowGroupBytes, "row-group-bytes", 0, "record bytes per row group (0: default)")
+	flag.IntVar(&cfg.PageBytes, "page-bytes", 0, "bytes at which a column's values are cut into a page (0: default)")
 	flag.Parse()
 	cfg.PathStyle = true
 	if err := run(cfg, *topic, *records, *size, *segment, *streams, *chunk, *fetch); err != nil {
