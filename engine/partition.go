@@ -37,6 +37,10 @@ type Partition struct {
 
 	hw    atomic.Int64 // offsets below hw are committed and readable
 	start atomic.Int64 // log start offset
+	// readSize is what a record read counts (Record.Size) per stream
+	// entry, as the last large read found it (0: none yet), for the
+	// entries an XRANGE asks for.
+	readSize atomic.Int64
 
 	mu        sync.Mutex
 	segs      []Segment // the registry, by id; never modified in place

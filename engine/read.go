@@ -29,7 +29,7 @@ type ReadResult struct {
 	HighWatermark int64
 	LogStart      int64
 
-	rs  *resp.Replies
+	rss []*resp.Replies // the replies the records point into
 	dec entry.Decoder
 	// cut: the read stopped (for maxBytes or its entry count) before the
 	// end of the range it read, so records may follow the last one.
@@ -48,10 +48,11 @@ func (p *Partition) newReadResult() *ReadResult {
 
 // Release returns the result's buffers for reuse.
 func (r *ReadResult) Release() {
-	if r.rs != nil {
-		r.rs.Release()
-		r.rs = nil
+	for _, rs := range r.rss {
+		rs.Release()
 	}
+	clear(r.rss)
+	r.rss = r.rss[:0]
 	clear(r.Records)
 	r.Records, r.Codecs, r.Txns = r.Records[:0], r.Codecs[:0], r.Txns[:0]
 	r.cut = false
@@ -65,7 +66,7 @@ func (r *ReadResult) Release() {
 // It returns ErrOffsetOutOfRange when offset is below the log start or
 // beyond the high watermark.
 func (p *Partition) Read(ctx context.Context, offset int64, maxBytes int) (*ReadResult, error) {
-	return p.read(ctx, offset, maxBytes, -1)
+	return p.read(ctx, offset, readLimits{maxBytes: maxBytes}, -1)
 }
 
 // ReadWhole is Read for the first partition of a fetch to return records
@@ -84,31 +85,13 @@ func (p *Partition) ReadWhole(ctx context.Context, offset int64, maxBytes, whole
 // ReadBelow is Read of the records below offset limit only (none when
 // limit is -1): a read_committed fetch reads below the last stable offset.
 func (p *Partition) ReadBelow(ctx context.Context, offset int64, maxBytes int, limit int64) (*ReadResult, error) {
-	return p.read(ctx, offset, maxBytes, untilOf(limit))
+	return p.read(ctx, offset, readLimits{maxBytes: maxBytes}, untilOf(limit))
 }
 
 // ReadWholeBelow is ReadWhole of the records below offset limit only
 // (none when limit is -1).
 func (p *Partition) ReadWholeBelow(ctx context.Context, offset int64, maxBytes, wholeMax int, limit int64) (*ReadResult, error) {
-	until := untilOf(limit)
-	res, err := p.read(ctx, offset, maxBytes, until)
-	if err != nil || !res.cut || len(res.Records) == 0 || wholeMax <= maxBytes {
-		return res, err
-	}
-	last := res.Records[len(res.Records)-1].Offset
-	r, err := p.t.e.rc.Do(ctx, "XRANGE", p.batchesKey, strconv.FormatInt(res.Records[0].Offset, 10), "+", "COUNT", 1)
-	if err != nil {
-		return res, nil // what was read is a fine answer
-	}
-	end, _, ok := parseBatchEntry(r)
-	if !ok || end <= last {
-		return res, nil
-	}
-	res.Release()
-	if until >= 0 {
-		end = min(end, until)
-	}
-	return p.read(ctx, offset, wholeMax, end)
+	return p.read(ctx, offset, readLimits{maxBytes: maxBytes, wholeMax: wholeMax}, untilOf(limit))
 }
 
 // noRecords is read's until for a range that holds nothing: -1 already
@@ -126,8 +109,47 @@ func untilOf(limit int64) int64 {
 	return limit - 1
 }
 
+// readLimits bound one read: about maxBytes of records and, when wholeMax
+// is larger (ReadWhole), up to wholeMax of those of the append holding the
+// first record. It also carries the read's progress across the XRANGEs
+// it takes.
+type readLimits struct {
+	maxBytes, wholeMax int
+	// wholeEnd is the last offset of the append holding the first record
+	// (-1: none found), once looked is set.
+	wholeEnd int64
+	looked   bool
+	// size is what the records read so far count (Record.Size).
+	size int
+	// avg is the partition's average entry size, for XRANGE counts.
+	avg int64
+}
+
+// whole tells whether the read may go past maxBytes for the first append.
+func (l *readLimits) whole() bool { return l.wholeMax > l.maxBytes }
+
+// limitAt is the bytes the records up to one at offset off may take.
+func (l *readLimits) limitAt(off int64) int {
+	if l.whole() && l.looked && off <= l.wholeEnd {
+		return l.wholeMax
+	}
+	return l.maxBytes
+}
+
+// setEnd takes the first append's end from an XRANGE of the batches
+// stream (see parseBatchEntry).
+func (l *readLimits) setEnd(r resp.Reply) {
+	l.looked, l.wholeEnd = true, -1
+	if r.Err() != nil {
+		return
+	}
+	if end, _, ok := parseBatchEntry(r); ok {
+		l.wholeEnd = end
+	}
+}
+
 // read is Read up to offset until (inclusive) when until >= 0.
-func (p *Partition) read(ctx context.Context, offset int64, maxBytes int, until int64) (*ReadResult, error) {
+func (p *Partition) read(ctx context.Context, offset int64, lim readLimits, until int64) (*ReadResult, error) {
 	res := p.newReadResult()
 	hw, start := p.hw.Load(), p.start.Load()
 	res.HighWatermark, res.LogStart = hw, start
@@ -139,19 +161,25 @@ func (p *Partition) read(ctx context.Context, offset int64, maxBytes int, until 
 	if until >= 0 {
 		last = min(last, until)
 	}
-	if offset > last || maxBytes <= 0 || until == noRecords {
+	if offset > last || lim.maxBytes <= 0 || until == noRecords {
 		return res, nil
 	}
-	// Ask Redis for about as many entries as fit in maxBytes, judged by the
-	// partition's average entry size.
+	// Ask Redis for about as many entries as fit in maxBytes, judged by
+	// the size of the records the last large read found, or else by the
+	// partition's average entry size less what the entry's field names
+	// and timestamp add. (Asking for too few cuts the fetch short, too
+	// many decodes records only to drop them.)
 	p.mu.Lock()
-	avg := int64(100)
-	if p.next > 0 && p.bytes > 0 {
-		avg = max(p.bytes/p.next, 1)
+	lim.avg = p.readSize.Load()
+	if lim.avg <= 0 {
+		lim.avg = 100
+		if p.next > 0 && p.bytes > 0 {
+			lim.avg = max(p.bytes/p.next-entryFieldsSize, 9)
+		}
 	}
 	segs := p.segs
 	p.mu.Unlock()
-	count := min(int64(maxBytes)/avg+1, maxReadCount)
+	count := min(readCount(lim.maxBytes, lim.avg), maxReadCount)
 
 	// Walk the segments from the one holding offset: one may hold nothing
 	// at or after it (compaction deletes records), so go on to the next.
@@ -167,27 +195,19 @@ func (p *Partition) read(ctx context.Context, offset int64, maxBytes int, until 
 		var err error
 		switch {
 		case sg.Local:
-			err = p.readStream(ctx, res, sg.ID, offset, end, min(count, end-offset+1), maxBytes)
+			err = p.readStreamLimits(ctx, res, sg.ID, offset, end, min(count, end-offset+1), &lim)
 		default:
-			var recs []record.Record
-			var txns []record.Txn
-			recs, txns, err = p.readCold(ctx, sg, offset, maxBytes)
-			for len(recs) > 0 && recs[len(recs)-1].Offset > end {
-				recs = recs[:len(recs)-1] // past until
-			}
-			res.Records = append(res.Records, recs...)
-			res.Codecs = append(res.Codecs, make([]int8, len(recs))...)
-			if len(txns) > 0 {
-				res.Txns = append(res.Txns, txns[:len(recs)]...)
-			}
-			res.cut = len(recs) > 0 && recs[len(recs)-1].Offset < end
+			err = p.readColdInto(ctx, res, sg, offset, end, &lim)
 		}
 		if err != nil {
 			res.Release()
 			return nil, fmt.Errorf("read %s/%d at %d: %w", p.t.name, p.id, offset, err)
 		}
-		if len(res.Records) > 0 {
-			res.fitTxns(len(res.Records))
+		if n := len(res.Records); n > 0 {
+			if n >= 64 {
+				p.readSize.Store(max(int64(lim.size/n), 1))
+			}
+			res.fitTxns(n)
 			return res, nil
 		}
 		offset = end + 1
@@ -196,52 +216,169 @@ func (p *Partition) read(ctx context.Context, offset int64, maxBytes int, until 
 	return res, nil
 }
 
-// readStream reads entries [from, to] of one segment stream into res.
-func (p *Partition) readStream(ctx context.Context, res *ReadResult, seg, from, to, count int64, maxBytes int) error {
-	var pl resp.Pipeline
-	pl.Cmd("XRANGE", p.streamKey(seg), strconv.FormatInt(from, 10), strconv.FormatInt(to, 10), "COUNT", count)
-	rs, err := p.t.e.rc.Exec(ctx, &pl)
+// entryFieldsSize is what entry.EncodedSize counts for a keyed record
+// with a value beyond what Record.Size does: the entry, its timestamp and
+// the field names.
+const entryFieldsSize = 49
+
+// readCount is the entries an XRANGE asks for to fill maxBytes with
+// records of about avg bytes: a few more than that, so that records a
+// little smaller than the average do not cut the read short.
+func readCount(maxBytes int, avg int64) int64 {
+	n := int64(maxBytes) / max(avg, 1)
+	return n + n/64 + 1
+}
+
+// readColdInto reads records [from, to] of an archived segment into res.
+// A ReadWhole cut within its first append reads that append again, up to
+// wholeMax (cold reads come from cached row groups).
+func (p *Partition) readColdInto(ctx context.Context, res *ReadResult, sg Segment, from, to int64, lim *readLimits) error {
+	recs, txns, err := p.readCold(ctx, sg, from, lim.maxBytes)
+	if err != nil {
+		return err
+	}
+	for len(recs) > 0 && recs[len(recs)-1].Offset > to {
+		recs = recs[:len(recs)-1] // past until
+	}
+	cut := len(recs) > 0 && recs[len(recs)-1].Offset < to
+	if cut && lim.whole() {
+		if err := p.lookupWholeEnd(ctx, recs[0].Offset, lim); err == nil && lim.wholeEnd > recs[len(recs)-1].Offset {
+			hi := min(lim.wholeEnd, to)
+			more, moreTxns, err := p.readCold(ctx, sg, from, lim.wholeMax)
+			if err == nil && len(more) > len(recs) {
+				recs, txns = more, moreTxns
+				for len(recs) > 0 && recs[len(recs)-1].Offset > hi {
+					recs = recs[:len(recs)-1]
+				}
+				cut = len(recs) > 0 && recs[len(recs)-1].Offset < to
+			}
+		}
+	}
+	res.Records = append(res.Records, recs...)
+	res.Codecs = append(res.Codecs, make([]int8, len(recs))...)
+	if len(txns) > 0 {
+		res.Txns = append(res.Txns, txns[:len(recs)]...)
+	}
+	res.cut = cut
+	return nil
+}
+
+// lookupWholeEnd finds the end of the append holding offset from, for a
+// ReadWhole, in a round trip of its own.
+func (p *Partition) lookupWholeEnd(ctx context.Context, from int64, lim *readLimits) error {
+	if lim.looked {
+		return nil
+	}
+	r, err := p.t.e.rc.Do(ctx, "XRANGE", p.batchesKey, strconv.FormatInt(from, 10), "+", "COUNT", 1)
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrStorageUnavailable, err)
 	}
-	if res.rs != nil {
-		res.rs.Release()
+	lim.setEnd(r)
+	return nil
+}
+
+// readStream reads entries [from, to] of one segment stream into res, at
+// most count of them and about maxBytes (at least one record).
+func (p *Partition) readStream(ctx context.Context, res *ReadResult, seg, from, to, count int64, maxBytes int) error {
+	return p.readStreamLimits(ctx, res, seg, from, to, count, &readLimits{maxBytes: maxBytes, avg: 100})
+}
+
+// readStreamLimits reads entries [from, to] of one segment stream into
+// res, starting with one XRANGE of count entries. A ReadWhole looks up
+// where the first append ends in the same round trip when that XRANGE may
+// not reach the range's end, and reads on from the last record (never
+// again from the first) while the append goes on and wholeMax allows.
+func (p *Partition) readStreamLimits(ctx context.Context, res *ReadResult, seg, from, to, count int64, lim *readLimits) error {
+	key := p.streamKey(seg)
+	hi := to // the end of what this XRANGE reads
+	for {
+		var pl resp.Pipeline
+		pl.Cmd("XRANGE", key, strconv.FormatInt(from, 10), strconv.FormatInt(hi, 10), "COUNT", count)
+		lookup := lim.whole() && !lim.looked && count < hi-from+1
+		if lookup {
+			pl.Cmd("XRANGE", p.batchesKey, strconv.FormatInt(from, 10), "+", "COUNT", 1)
+		}
+		rs, err := p.t.e.rc.Exec(ctx, &pl)
+		if err != nil {
+			return fmt.Errorf("%w: %v", ErrStorageUnavailable, err)
+		}
+		res.rss = append(res.rss, rs)
+		if lookup {
+			lim.setEnd(rs.At(1))
+		}
+		full, err := res.walkRange(rs.At(0), hi, count, lim)
+		if err != nil {
+			return err
+		}
+		if !res.cut {
+			// [from, hi] is read; records may follow when hi is the
+			// first append's end.
+			res.cut = hi < to
+			return nil
+		}
+		n := len(res.Records)
+		if n == 0 || !lim.whole() || lim.size >= lim.wholeMax {
+			return nil
+		}
+		if lim.looked && lim.wholeEnd < res.Records[0].Offset {
+			// Looked up from an offset compaction emptied: the first
+			// record is in a later append.
+			lim.looked = false
+		} else if full && lim.looked {
+			return nil // the limits were the right ones
+		}
+		if err := p.lookupWholeEnd(ctx, res.Records[0].Offset, lim); err != nil {
+			return nil // what was read is a fine answer
+		}
+		lastOff := res.Records[n-1].Offset
+		if lim.wholeEnd <= lastOff {
+			return nil
+		}
+		// Read on through the rest of the first append.
+		from, hi = lastOff+1, min(lim.wholeEnd, to)
+		count = min(readCount(lim.wholeMax-lim.size, lim.avg), maxReadCount, hi-from+1)
 	}
-	res.rs = rs
-	rep := rs.At(0)
+}
+
+// walkRange decodes the entries of an XRANGE reply of at most count
+// entries up to offset hi onto res, within lim, and sets res.cut when
+// records may follow in [.., hi]. full: a byte limit stopped it.
+func (res *ReadResult) walkRange(rep resp.Reply, hi, count int64, lim *readLimits) (full bool, err error) {
 	if err := rep.Err(); err != nil {
-		return err
+		return false, err
 	}
 	w := resp.NewWalker(rep.Raw)
 	n, err := w.Array()
 	if err != nil {
-		return fmt.Errorf("%w: %v", entry.ErrMalformed, err)
+		return false, fmt.Errorf("%w: %v", entry.ErrMalformed, err)
 	}
 	// Fewer entries than asked for means the range ended; otherwise more
 	// may follow, unless the last one is the range's end (checked below).
 	res.cut = int64(n) == count
-	size := 0
 	for range n {
 		rec, err := res.walkEntry(&w)
 		if err != nil {
-			return err
+			return false, err
 		}
-		// Past maxBytes only the first record stays (KIP-74).
-		if size += rec.Size(); size > maxBytes && len(res.Records) > 1 {
+		limit := lim.limitAt(rec.Offset)
+		// Past the limit only the first record stays (KIP-74).
+		size := rec.Size()
+		if lim.size+size > limit && len(res.Records) > 1 {
 			res.Records = res.Records[:len(res.Records)-1]
 			res.Codecs = res.Codecs[:len(res.Codecs)-1]
 			res.cut = true
-			break
+			return true, nil
 		}
-		if size >= maxBytes {
+		if lim.size += size; lim.size >= limit {
 			res.cut = true
+			full = true
 			break
 		}
 	}
-	if n := len(res.Records); n > 0 && res.Records[n-1].Offset >= to {
+	if n := len(res.Records); n > 0 && res.Records[n-1].Offset >= hi {
 		res.cut = false
 	}
-	return nil
+	return full, nil
 }
 
 // OffsetForTime returns the first offset whose record has a timestamp at or
