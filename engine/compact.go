@@ -460,6 +460,8 @@ func (p *Partition) deleteRecords(ctx context.Context, recs []recordID) (int64, 
 		return 0, nil
 	}
 	rs, err := p.t.e.rc.Exec(ctx, &pl)
+	// Counted whatever the outcome: the records may be gone.
+	p.noteRemoval()
 	if err != nil {
 		return 0, fmt.Errorf("%w: compaction delete: %v", ErrStorageUnavailable, err)
 	}

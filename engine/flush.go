@@ -366,6 +366,10 @@ func (p *Partition) settle(fl *flushRound, err error) error {
 		if fl.trim && st.trimTo > p.start.Load() {
 			p.start.Store(st.trimTo)
 			p.trimAbortedLocked(st.trimTo)
+			p.noteRemoval()
+		}
+		if st.segsChanged {
+			p.noteRemoval() // a segment sealed, archived, trimmed or dropped
 		}
 	} else {
 		p.needSync = true

@@ -41,6 +41,10 @@ type Partition struct {
 	// entry, as the last large read found it (0: none yet), for the
 	// entries an XRANGE asks for.
 	readSize atomic.Int64
+	// removals counts what may have taken records out of the log since
+	// the partition was loaded (compaction, trims, dropped segments,
+	// reloads, deletion): a read-ahead started before one is not used.
+	removals atomic.Uint64
 
 	mu        sync.Mutex
 	segs      []Segment // the registry, by id; never modified in place
@@ -249,6 +253,7 @@ func (p *Partition) loadState(meta, segs resp.Reply, top *resp.Reply) error {
 	p.mu.Unlock()
 	p.hw.Store(next)
 	p.start.Store(vals["start"])
+	p.noteRemoval()
 	return nil
 }
 
@@ -334,6 +339,7 @@ func (p *Partition) close() {
 	p.mu.Lock()
 	p.closed = true
 	p.mu.Unlock()
+	p.noteRemoval()
 	p.notify()
 }
 

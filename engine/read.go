@@ -29,11 +29,14 @@ type ReadResult struct {
 	HighWatermark int64
 	LogStart      int64
 
-	rss []*resp.Replies // the replies the records point into
-	dec entry.Decoder
+	rss        []*resp.Replies // the replies the records point into
+	replyBytes int             // their size
+	dec        entry.Decoder
 	// cut: the read stopped (for maxBytes or its entry count) before the
 	// end of the range it read, so records may follow the last one.
 	cut bool
+	// size is what the records count (Record.Size), for local reads.
+	size int
 }
 
 var readResults = sync.Pool{New: func() any { return new(ReadResult) }}
@@ -52,10 +55,10 @@ func (r *ReadResult) Release() {
 		rs.Release()
 	}
 	clear(r.rss)
-	r.rss = r.rss[:0]
+	r.rss, r.replyBytes = r.rss[:0], 0
 	clear(r.Records)
 	r.Records, r.Codecs, r.Txns = r.Records[:0], r.Codecs[:0], r.Txns[:0]
-	r.cut = false
+	r.cut, r.size = false, 0
 	r.dec.Reset()
 	r.dec.Dicts = nil
 	readResults.Put(r)
@@ -204,6 +207,7 @@ func (p *Partition) read(ctx context.Context, offset int64, lim readLimits, unti
 			return nil, fmt.Errorf("read %s/%d at %d: %w", p.t.name, p.id, offset, err)
 		}
 		if n := len(res.Records); n > 0 {
+			res.size = lim.size
 			if n >= 64 {
 				p.readSize.Store(max(int64(lim.size/n), 1))
 			}
@@ -303,6 +307,7 @@ func (p *Partition) readStreamLimits(ctx context.Context, res *ReadResult, seg, 
 			return fmt.Errorf("%w: %v", ErrStorageUnavailable, err)
 		}
 		res.rss = append(res.rss, rs)
+		res.replyBytes += len(rs.At(0).Raw)
 		if lookup {
 			lim.setEnd(rs.At(1))
 		}

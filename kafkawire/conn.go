@@ -61,6 +61,8 @@ type conn struct {
 	// a drain): a waiting ShareFetch then stops acquiring records for a
 	// client that may never read them.
 	readDone chan struct{}
+	// ahead holds the fetch read-aheads (fetch_ahead.go).
+	ahead aheads
 }
 
 func (s *Server) newConn(nc net.Conn, l *listener) *conn {
@@ -154,6 +156,7 @@ func (c *conn) serve(parent context.Context) {
 	close(c.readDone)
 	close(c.out)
 	<-writerDone
+	c.dropAheads(true)
 	if !c.answered.Load() && c.s.draining() {
 		// A drain caught a connection before its first answer (its
 		// ApiVersions, say). Clients read a clean close there as a TLS or

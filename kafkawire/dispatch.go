@@ -59,7 +59,7 @@ func (c *conn) dispatch(ctx context.Context, body []byte, sl *slot) bool {
 	// does not read its responses stops being read from instead of piling
 	// them up in korvet's memory.
 	if n := responseLimit(req); n > 0 {
-		if !c.budget.acquire(ctx, n) {
+		if !c.reserve(ctx, n) {
 			return false
 		}
 		sl.reserved = n
@@ -82,7 +82,7 @@ func (c *conn) dispatch(ctx context.Context, body []byte, sl *slot) bool {
 		// piling them up in korvet's memory.
 		n := int64(len(body)) + c.decoded
 		c.decoded = 0
-		if !c.budget.acquire(ctx, n) {
+		if !c.reserve(ctx, n) {
 			sl.closer = true
 			close(sl.done)
 			observe(nil, 0)

@@ -170,17 +170,19 @@ func (c *conn) fetchOnce(ctx context.Context, req *kmsg.FetchRequest, parts [][]
 			if req.IsolationLevel == 1 {
 				below = lso
 			}
-			var res *engine.ReadResult
-			var err error
+			// KIP-74: the first partition to return records returns its
+			// first batch whole, whatever the limits say, as Kafka does;
+			// clients rely on it to get past a batch larger than their
+			// limits. Bounded by the topic's max.message.bytes and the
+			// response cap.
+			whole := 0
 			if total == 0 {
-				// KIP-74: the first partition to return records returns
-				// its first batch whole, whatever the limits say, as
-				// Kafka does; clients rely on it to get past a batch
-				// larger than their limits. Bounded by the topic's
-				// max.message.bytes and the response cap.
-				res, err = p.ReadWholeBelow(ctx, rq.FetchOffset, limit, int(min(p.Topic().MaxMessageBytes(), maxFetchResponseBytes)), below)
-			} else {
-				res, err = p.ReadBelow(ctx, rq.FetchOffset, limit, below)
+				whole = int(min(p.Topic().MaxMessageBytes(), maxFetchResponseBytes))
+			}
+			res := c.takeAhead(ctx, p, rq.FetchOffset, limit, whole, below)
+			var err error
+			if res == nil {
+				res, err = p.ReadWholeBelow(ctx, rq.FetchOffset, limit, whole, below)
 			}
 			if err != nil {
 				sp.ErrorCode = errorCode(err)
@@ -189,7 +191,14 @@ func (c *conn) fetchOnce(ctx context.Context, req *kmsg.FetchRequest, parts [][]
 			}
 			sp.HighWatermark, sp.LogStartOffset = res.HighWatermark, res.LogStart
 			sp.LastStableOffset = min(lso, res.HighWatermark)
-			if len(res.Records) > 0 {
+			if n := len(res.Records); n > 0 {
+				// The next records are read while this answer is built
+				// and the consumer takes it, unless the answer may read
+				// on for compression (fetchBatches): then after it.
+				early := res.Cut() && !allCompressed(res.Codecs, n)
+				if early {
+					c.startAhead(ctx, req, p, res.Records[n-1].Offset+1, limit, res.Held())
+				}
 				b, last, err := c.s.fetchBatches(ctx, p, res, limit, below)
 				if err != nil {
 					sp.ErrorCode = kerr.UnknownServerError.Code
@@ -200,6 +209,9 @@ func (c *conn) fetchOnce(ctx context.Context, req *kmsg.FetchRequest, parts [][]
 					budget -= len(b)
 					if req.IsolationLevel == 1 && req.Version >= 4 {
 						sp.AbortedTransactions = abortedOf(p, rq.FetchOffset, last)
+					}
+					if !early && res.Cut() {
+						c.startAhead(ctx, req, p, last+1, limit, res.Held())
 					}
 				}
 			}

@@ -17,11 +17,15 @@ type Metrics struct {
 	inFlight prometheus.Gauge
 	produced prometheus.Counter
 	fetched  prometheus.Counter
+	// aheadUsed and aheadUnused count fetch read-aheads that answered a
+	// fetch and those dropped.
+	aheadUsed, aheadUnused prometheus.Counter
 
 	// Running totals for the status page, which samples them for its
 	// rate charts; Prometheus counters cannot be read back cheaply.
 	totals struct {
 		requests, bytesIn, bytesOut, produced, fetched atomic.Int64
+		aheadUsed, aheadUnused                         atomic.Int64
 	}
 }
 
@@ -39,6 +43,10 @@ type Totals struct {
 	BytesOut        int64 // response frames
 	ProducedRecords int64 // records in produce requests that were accepted
 	FetchedRecords  int64 // records in fetch responses
+	// ReadAheadUsed and ReadAheadUnused count fetch read-aheads that
+	// answered a fetch and those dropped (asked for otherwise, outdated,
+	// idle, in the budget's way, or their connection closed).
+	ReadAheadUsed, ReadAheadUnused int64
 }
 
 // latencyBuckets span a pipelined produce (sub-millisecond) to a long
@@ -72,6 +80,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "korvet_kafka_fetched_records_total", Help: "Records sent in fetch responses.",
 		}),
 	}
+	ahead := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "korvet_kafka_fetch_read_ahead_total", Help: "Fetch read-aheads, by result: used (a fetch took it) or unused (dropped).",
+	}, []string{"result"})
+	m.aheadUsed, m.aheadUnused = ahead.WithLabelValues("used"), ahead.WithLabelValues("unused")
 	// Children exist from the start, so every API shows up at zero and
 	// the hot path never builds a label set.
 	for key := range apiTable() {
@@ -83,7 +95,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			bytesOut: bytesOut.WithLabelValues(name),
 		}
 	}
-	reg.MustRegister(requests, latency, bytesIn, bytesOut, m.inFlight, m.produced, m.fetched)
+	reg.MustRegister(requests, latency, bytesIn, bytesOut, m.inFlight, m.produced, m.fetched, ahead)
 	return m
 }
 
@@ -98,6 +110,21 @@ func (m *Metrics) Totals() Totals {
 		BytesOut:        m.totals.bytesOut.Load(),
 		ProducedRecords: m.totals.produced.Load(),
 		FetchedRecords:  m.totals.fetched.Load(),
+		ReadAheadUsed:   m.totals.aheadUsed.Load(),
+		ReadAheadUnused: m.totals.aheadUnused.Load(),
+	}
+}
+
+// readAhead counts a fetch read-ahead used or dropped.
+func (m *Metrics) readAhead(used bool) {
+	switch {
+	case m == nil:
+	case used:
+		m.aheadUsed.Inc()
+		m.totals.aheadUsed.Add(1)
+	default:
+		m.aheadUnused.Inc()
+		m.totals.aheadUnused.Add(1)
 	}
 }
 

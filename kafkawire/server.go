@@ -69,6 +69,11 @@ type Options struct {
 	// the client takes its responses. A fetch larger than the bound still
 	// runs when nothing else is reserved. Default 64 MiB.
 	MaxInFlightBytes int64
+	// NoFetchReadAhead turns fetch read-ahead off (fetch_ahead.go).
+	NoFetchReadAhead bool
+	// FetchReadAheadIdle is how long a read-ahead waits for the fetch it
+	// is for before it is dropped; 0 means 1s.
+	FetchReadAheadIdle time.Duration
 	// MaxConnections bounds concurrent connections; 0 means 10000.
 	MaxConnections int
 	// MaxConnectionsPerIP bounds the concurrent connections from one
@@ -143,6 +148,9 @@ func NewServer(eng *engine.Engine, opts Options) *Server {
 	}
 	if opts.MaxInFlight <= 0 {
 		opts.MaxInFlight = 64
+	}
+	if opts.FetchReadAheadIdle <= 0 {
+		opts.FetchReadAheadIdle = time.Second
 	}
 	if opts.MaxInFlightBytes <= 0 {
 		opts.MaxInFlightBytes = 64 << 20

@@ -3,6 +3,7 @@ package entry
 import (
 	"errors"
 	"fmt"
+	"unsafe"
 
 	"github.com/korvet/korvet/engine/record"
 )
@@ -39,6 +40,11 @@ type Decoder struct {
 	ws         layout // __ws of this entry; unset = compact
 	valStart   int    // start of this entry's rebuilt value in values
 	hdrStart   int    // start of this entry's headers in headers
+}
+
+// Held is the bytes of the decoder's arenas.
+func (d *Decoder) Held() int {
+	return cap(d.values) + cap(d.headers)*int(unsafe.Sizeof(record.Header{}))
 }
 
 // Reset releases every record returned so far and reuses the arenas.
