@@ -22,7 +22,9 @@
 # Environment: SIZE_KEYS (1000000), REBUILD_KEYS (1000000), READ_KEYS
 # (100000), READS (5000), CLIENTS (16), KORVET_BIN (skip the build), PARTS
 # (default "size rebuild reads": which of a), b), c) to run), PERF_OUT (a
-# file: perf record korvet during its GET throughput run into it).
+# file: perf record korvet during its GET throughput run into it), CLIENT
+# (lean: the load generator's keep-alive HTTP/1.1 loop, the default; or
+# net/http: Go's client; the same for korvet and the reference).
 set -euo pipefail
 
 # shellcheck source=scripts/lib.sh
@@ -35,6 +37,7 @@ READS=${READS:-5000}
 CLIENTS=${CLIENTS:-16}
 PARTS=${PARTS:-size rebuild reads}
 PERF_OUT=${PERF_OUT:-}
+CLIENT=${CLIENT:-lean}
 part() { [[ " $PARTS " == *" $1 "* ]]; }
 
 need_cmd redis-server redis-server
@@ -124,7 +127,7 @@ fi
 p50="" rps=""
 if part reads; then
 echo
-echo "== c) reads: $READ_KEYS keys with 256 B values, $READS random sequential GETs, $CLIENTS clients for throughput"
+echo "== c) reads: $READ_KEYS keys with 256 B values, $READS random sequential GETs, $CLIENTS clients for throughput ($CLIENT HTTP client)"
 phase kread
 "$TMP/benchkv" -mode produce -brokers "127.0.0.1:$KAFKA_PORT" -topic kv-read -partitions 2 -keys "$READ_KEYS" -size 256 | tee "$TMP/read-produce.txt"
 "$TMP/benchkv" -mode quiesce -redis "$REDIS_URL"
@@ -139,7 +142,7 @@ done
 perf_args=()
 [[ -z $PERF_OUT ]] || perf_args=(-perf-pid "$KORVET_PID" -perf-out "$PERF_OUT")
 "$TMP/benchkv" -mode read -http "http://127.0.0.1:$HTTP_PORT" -redis "$REDIS_URL" -topic kv-read -keys "$READ_KEYS" -size 256 \
-	-reads "$READS" -concurrency "$CLIENTS" -ref "http://127.0.0.1:$REF_PORT" \
+	-reads "$READS" -concurrency "$CLIENTS" -client "$CLIENT" -ref "http://127.0.0.1:$REF_PORT" \
 	-cpu "korvet=$KORVET_PID,redis=$REDIS_PID,ref=$REF_PID" "${perf_args[@]}" | tee "$TMP/read.txt"
 stop_pid "$REF_PID" 5
 REF_PID=""

@@ -20,7 +20,11 @@
 // korvet's HTTP path; with -cpu name=pid,... it prints the CPU time each
 // of those processes (and this one) used during each throughput run; with
 // -perf-pid it records a perf profile of that process during korvet's
-// throughput run into -perf-out. xrange is the floor of an index
+// throughput run into -perf-out. -client picks the HTTP client of the
+// read figures, the same for korvet and the reference: lean (default), a
+// keep-alive HTTP/1.1 loop per client that allocates nothing (lean.go),
+// or net/http's client, which costs several times the CPU of a small
+// answer. xrange is the floor of an index
 // rebuild: it reads every entry of the topic's streams with XRANGEs of
 // 1000 entries, 6 in flight per stream (as the rebuild reads), the
 // streams in parallel, and drops the replies unread.
@@ -68,6 +72,7 @@ type options struct {
 	cpu         []cpuProc
 	perfPID     int
 	perfOut     string
+	client      string
 }
 
 func main() {
@@ -92,11 +97,16 @@ func main() {
 	flag.StringVar(&cpu, "cpu", "", "name=pid,... of processes whose CPU time to report per throughput run (read)")
 	flag.IntVar(&o.perfPID, "perf-pid", 0, "record a perf profile of this process during korvet's throughput run (read)")
 	flag.StringVar(&o.perfOut, "perf-out", "perf.data", "where -perf-pid writes its profile")
+	flag.StringVar(&o.client, "client", "lean", "HTTP client of the read figures: lean (a keep-alive HTTP/1.1 loop, lean.go) or net/http")
 	flag.Parse()
 	o.brokers = strings.Split(brokers, ",")
 	var err error
 	if o.cpu, err = parseCPU(cpu); err != nil {
 		fmt.Fprintf(os.Stderr, "benchkv: -cpu: %v\n", err)
+		os.Exit(2)
+	}
+	if o.client != "lean" && o.client != "net/http" {
+		fmt.Fprintf(os.Stderr, "benchkv: -client: want lean or net/http, got %q\n", o.client)
 		os.Exit(2)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
@@ -228,26 +238,49 @@ func read(ctx context.Context, o options) error {
 	for i := range order {
 		order[i] = rng.IntN(o.keys)
 	}
-	// getFrom reads key i from the KV route of base (korvet, or the
-	// reference handler) and checks the answer's status and size.
-	getFrom := func(base string) func(i int) error {
-		return func(i int) error {
-			res, err := hc.Get(base + "/v1/kv/" + o.topic + "/" + keys[i])
-			if err != nil {
-				return err
+	// getFrom returns a maker of GET functions for the KV route of base
+	// (korvet, or the reference handler): each reads key i and checks the
+	// answer's status and size, and each client (goroutine) makes its
+	// own. -client lean: one keep-alive connection per client, read
+	// without allocating (lean.go); net/http: one shared http.Client.
+	getFrom := func(base string) func() (func(i int) error, func()) {
+		return func() (func(i int) error, func()) {
+			check := func(i, status, n int) error {
+				if status != 200 || n != o.size {
+					return fmt.Errorf("GET %s from %s: %d, %d bytes", keys[i], base, status, n)
+				}
+				return nil
 			}
-			n, err := io.Copy(io.Discard, res.Body)
-			res.Body.Close()
-			if err != nil {
-				return err
+			prefix := "/v1/kv/" + o.topic + "/"
+			if o.client == "lean" {
+				lc, err := newLeanConn(base, 10*time.Second)
+				if err != nil {
+					return func(int) error { return err }, func() {}
+				}
+				return func(i int) error {
+					status, n, err := lc.get(prefix + keys[i])
+					if err != nil {
+						return err
+					}
+					return check(i, status, n)
+				}, lc.close
 			}
-			if res.StatusCode != 200 || int(n) != o.size {
-				return fmt.Errorf("GET %s from %s: %d, %d bytes", keys[i], base, res.StatusCode, n)
-			}
-			return nil
+			return func(i int) error {
+				res, err := hc.Get(base + prefix + keys[i])
+				if err != nil {
+					return err
+				}
+				n, err := io.Copy(io.Discard, res.Body)
+				res.Body.Close()
+				if err != nil {
+					return err
+				}
+				return check(i, res.StatusCode, int(n))
+			}, func() {}
 		}
 	}
-	get := getFrom(o.httpURL)
+	get, closeGet := getFrom(o.httpURL)()
+	defer closeGet()
 	// Warm the connection and the caches a little, as a client would be.
 	for i := range 200 {
 		if err := get(order[i%len(order)]); err != nil {
@@ -270,7 +303,7 @@ func read(ctx context.Context, o options) error {
 		return err
 	}
 	cpu0 := cpuTimes(o.cpu)
-	kRate, err := throughput(ctx, o, func(rng *rand.Rand) error { return get(rng.IntN(o.keys)) })
+	kRate, err := throughput(ctx, o, keyed(o, getFrom(o.httpURL)))
 	cpu1 := cpuTimes(o.cpu)
 	if perr := stopPerf(); err == nil && perr != nil {
 		err = perr
@@ -285,7 +318,8 @@ func read(ctx context.Context, o options) error {
 	// handler answering the same number of bytes.
 	var rp50, rp99, rRate float64
 	if o.refURL != "" {
-		refGet := getFrom(o.refURL)
+		refGet, closeRef := getFrom(o.refURL)()
+		defer closeRef()
 		lat = lat[:0]
 		for _, i := range order {
 			t0 := time.Now()
@@ -298,7 +332,7 @@ func read(ctx context.Context, o options) error {
 		rp50, rp99 = pct(lat, 0.50), pct(lat, 0.99)
 		fmt.Printf("reference net/http handler: p50 %.3f ms, p99 %.3f ms\n", rp50, rp99)
 		cpu0 := cpuTimes(o.cpu)
-		if rRate, err = throughput(ctx, o, func(rng *rand.Rand) error { return refGet(rng.IntN(o.keys)) }); err != nil {
+		if rRate, err = throughput(ctx, o, keyed(o, getFrom(o.refURL))); err != nil {
 			return err
 		}
 		cpu1 := cpuTimes(o.cpu)
@@ -346,7 +380,9 @@ func read(ctx context.Context, o options) error {
 	slices.Sort(lat)
 	fp50, fp99 := pct(lat, 0.50), pct(lat, 0.99)
 	fmt.Printf("floor: Redis GET of a copy: p50 %.3f ms, p99 %.3f ms\n", fp50, fp99)
-	fRate, err := throughput(ctx, o, func(rng *rand.Rand) error { return rget(rng.IntN(o.keys)) })
+	fRate, err := throughput(ctx, o, func() (func(*rand.Rand) error, func()) {
+		return func(rng *rand.Rand) error { return rget(rng.IntN(o.keys)) }, func() {}
+	})
 	if err != nil {
 		return err
 	}
@@ -366,15 +402,30 @@ func read(ctx context.Context, o options) error {
 	return nil
 }
 
-// throughput runs fn from o.concurrency goroutines for o.duration.
-func throughput(ctx context.Context, o options, fn func(*rand.Rand) error) (float64, error) {
+// keyed turns a maker of GET functions of key i into one of random GETs.
+func keyed(o options, mk func() (func(i int) error, func())) func() (func(*rand.Rand) error, func()) {
+	return func() (func(*rand.Rand) error, func()) {
+		get, done := mk()
+		return func(rng *rand.Rand) error { return get(rng.IntN(o.keys)) }, done
+	}
+}
+
+// throughput runs o.concurrency clients for o.duration, each calling its
+// own fn (made by mk) in a loop.
+func throughput(ctx context.Context, o options, mk func() (fn func(*rand.Rand) error, done func())) (float64, error) {
 	ctx, cancel := context.WithTimeout(ctx, o.duration)
 	defer cancel()
 	var n atomic.Int64
 	var wg sync.WaitGroup
 	var failed atomic.Pointer[error]
+	fns := make([]func(*rand.Rand) error, o.concurrency)
+	for w := range fns {
+		fn, done := mk()
+		defer done()
+		fns[w] = fn
+	}
 	start := time.Now()
-	for w := range o.concurrency {
+	for w, fn := range fns {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -67,9 +67,15 @@ func parseCPU(s string) ([]cpuProc, error) {
 // ticksPerSecond is USER_HZ, 100 on every Linux Go runs on.
 const ticksPerSecond = 100
 
-// cpuTimes reads utime+stime of each process, in ticks (-1: unreadable).
+// cpuTimes reads utime+stime of each process, in ticks (-1: unreadable),
+// then the machine's idle and steal ticks (all CPUs, /proc/stat): what
+// nobody here used, and what the hypervisor gave to other machines.
 func cpuTimes(ps []cpuProc) []int64 {
-	out := make([]int64, len(ps))
+	return append(procTicks(ps), machineTicks()...)
+}
+
+func procTicks(ps []cpuProc) []int64 {
+	out := make([]int64, len(ps), len(ps)+2)
 	for i, p := range ps {
 		out[i] = -1
 		b, err := os.ReadFile("/proc/" + strconv.Itoa(p.pid) + "/stat")
@@ -91,6 +97,23 @@ func cpuTimes(ps []cpuProc) []int64 {
 	return out
 }
 
+// machineTicks returns the idle and steal ticks of /proc/stat's cpu line
+// (-1, -1: unreadable).
+func machineTicks() []int64 {
+	b, err := os.ReadFile("/proc/stat")
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if err != nil || len(f) < 9 || f[0] != "cpu" {
+		return []int64{-1, -1}
+	}
+	idle, err1 := strconv.ParseInt(f[4], 10, 64)
+	steal, err2 := strconv.ParseInt(f[8], 10, 64)
+	if err1 != nil || err2 != nil {
+		return []int64{-1, -1}
+	}
+	return []int64{idle, steal}
+}
+
 func printCPU(what string, ps []cpuProc, before, after []int64) {
 	if len(ps) == 0 {
 		return
@@ -110,6 +133,9 @@ func printCPU(what string, ps []cpuProc, before, after []int64) {
 			continue
 		}
 		fmt.Fprintf(&b, " %s %.2f s (%.0f%%)", p.name, float64(d)/ticksPerSecond, 100*float64(d)/float64(max(total, 1)))
+	}
+	if n := len(ps); len(before) == n+2 && len(after) == n+2 && before[n] >= 0 && after[n] >= 0 {
+		fmt.Fprintf(&b, "; machine idle %.2f s, steal %.2f s", float64(after[n]-before[n])/ticksPerSecond, float64(after[n+1]-before[n+1])/ticksPerSecond)
 	}
 	fmt.Println(b.String())
 }
