@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -12,20 +13,36 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/korvet/korvet/resp"
 )
 
 // serve runs the reference of the GET figures: a minimal net/http handler
 // that answers every request with the same -size bytes, until killed or
-// -timeout.
+// -timeout. With -xrange it first reads one entry of the topic's streams
+// with XRANGE (a random offset of a random partition, through a plain
+// resp.Client, one round trip per request): the least I/O korvet's GET
+// does, in the least code, the floor of korvet's HTTP path on this
+// machine.
 func serve(ctx context.Context, o options) error {
 	body := value(o.size, 0)
 	length := strconv.Itoa(len(body))
+	read, err := refReader(ctx, o)
+	if err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", o.listen)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
 	srv := &http.Server{
-		Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if read != nil {
+				if err := read(r.Context()); err != nil {
+					http.Error(w, err.Error(), http.StatusServiceUnavailable)
+					return
+				}
+			}
 			w.Header().Set("Content-Length", length)
 			_, _ = w.Write(body)
 		}),
@@ -35,11 +52,71 @@ func serve(ctx context.Context, o options) error {
 		<-ctx.Done()
 		srv.Close()
 	}()
-	fmt.Printf("reference handler on %s, %d B answers\n", ln.Addr(), len(body))
+	what := ""
+	if read != nil {
+		what = " after one XRANGE of " + o.topic
+	}
+	fmt.Printf("reference handler on %s, %d B answers%s\n", ln.Addr(), len(body), what)
 	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("serve: %w", err)
 	}
 	return nil
+}
+
+// refReader returns the reference handler's read, nil without -redis:
+// an XRANGE of one entry at a random offset of one of the topic's
+// streams (the first segment of each partition, as a fresh topic has).
+func refReader(ctx context.Context, o options) (func(context.Context) error, error) {
+	if !o.xrange {
+		return nil, nil
+	}
+	rc, err := resp.New(o.redisURL, resp.Options{PoolSize: o.concurrency + 1})
+	if err != nil {
+		return nil, err
+	}
+	go func() {
+		<-ctx.Done()
+		rc.Close()
+	}()
+	type stream struct {
+		key  string
+		size int64
+	}
+	var streams []stream
+	for p := range o.partitions {
+		key := "korvet:storage:local:" + o.topic + ":" + strconv.Itoa(p) + ":0"
+		r, err := rc.Do(ctx, "XLEN", key)
+		if err != nil {
+			return nil, fmt.Errorf("XLEN %s: %w", key, err)
+		}
+		if n, _ := r.Int(); n > 0 {
+			streams = append(streams, stream{key, n})
+		}
+	}
+	if len(streams) == 0 {
+		return nil, fmt.Errorf("no entries in the streams of %s", o.topic)
+	}
+	return func(ctx context.Context) error {
+		s := streams[rand.IntN(len(streams))]
+		off := rand.Int64N(s.size)
+		var pl resp.Pipeline
+		pl.Array(6)
+		pl.String("XRANGE")
+		pl.String(s.key)
+		pl.Int(off)
+		pl.Int(off)
+		pl.String("COUNT")
+		pl.Int(1)
+		rs, err := rc.Exec(ctx, &pl)
+		if err != nil {
+			return err
+		}
+		defer rs.Release()
+		if rs.At(0).Len() != 1 {
+			return fmt.Errorf("XRANGE %s %d: %d entries", s.key, off, rs.At(0).Len())
+		}
+		return nil
+	}, nil
 }
 
 // cpuProc names a process whose CPU time -cpu reports.
