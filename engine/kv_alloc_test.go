@@ -60,7 +60,7 @@ func TestRebuildApplyAllocs(t *testing.T) {
 }
 
 // kvGetAllocs bounds the allocations of one KV Get.
-const kvGetAllocs = 20
+const kvGetAllocs = 16
 
 // The hot KV read allocates the value's copy and a handful of fixed
 // things (the stale budget's context), never anything that grows with the
