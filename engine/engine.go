@@ -98,9 +98,16 @@ type Options struct {
 	LeaseFile string
 }
 
+// kvReadLanes is how many round trips of KV reads may be on the wire at
+// once (resp.Batcher).
+const kvReadLanes = 1
+
 // Engine holds all topics. Create it with Open; it is safe for concurrent use.
 type Engine struct {
-	rc      *resp.Client
+	rc *resp.Client
+	// reads sends the KV view's one-record reads, so that concurrent
+	// reads share round trips (readAt).
+	reads   *resp.Batcher
 	opts    Options
 	k       keys.Space
 	log     *slog.Logger
@@ -187,6 +194,7 @@ func Open(ctx context.Context, rc *resp.Client, opts Options) (*Engine, error) {
 	}
 	e := &Engine{
 		rc:     rc,
+		reads:  resp.NewBatcher(rc, kvReadLanes),
 		opts:   opts,
 		k:      keys.New(opts.Keyspace, rc.IsCluster()),
 		log:    opts.Logger,
