@@ -362,3 +362,24 @@ func TestReadsIcebergGoManifests(t *testing.T) {
 		same(t, "data file", got, want[i])
 	}
 }
+
+// What the spec does not allow is refused: existing files without their
+// sequence numbers, another snapshot's manifest without one, a partition
+// value of the wrong type, entries of a status a writer does not add.
+func TestManifestWriterRefuses(t *testing.T) {
+	sc := testSchema()
+	seq := int64(1)
+	for name, e := range map[string]iceberg.ManifestEntry{
+		"existing without sequence numbers": {Status: iceberg.EntryStatusEXISTING, SnapshotID: &seq, DataFile: dataFile("a", 1, 1)},
+		"deleted":                           {Status: iceberg.EntryStatusDELETED, SnapshotID: &seq, SequenceNumber: &seq, FileSequenceNumber: &seq, DataFile: dataFile("a", 1, 1)},
+		"partition out of range":            {Status: iceberg.EntryStatusADDED, DataFile: func() iceberg.DataFile { d := dataFile("a", 1, 1); d.Partition["partition"] = int64(1 << 40); return d }()},
+		"partition of another type":         {Status: iceberg.EntryStatusADDED, DataFile: func() iceberg.DataFile { d := dataFile("a", 1, 1); d.Partition["partition"] = "p"; return d }()},
+	} {
+		if _, err := iceberg.WriteManifest(new(bytes.Buffer), spec(), sc, 2, []iceberg.ManifestEntry{e}); err == nil {
+			t.Errorf("%s: written", name)
+		}
+	}
+	if _, err := iceberg.WriteManifestList(new(bytes.Buffer), 2, nil, 3, []iceberg.ManifestFile{{Path: "m", SequenceNumber: -1, MinSequenceNumber: -1, AddedSnapshotID: 1}}); err == nil {
+		t.Error("a manifest of another snapshot without a sequence number listed")
+	}
+}

@@ -417,7 +417,8 @@ func partitionValue(t Type, v any) (any, error) {
 // and schema those of the table) and returns its manifest list entry,
 // without path and length, with sequence numbers for the manifest list
 // to assign. ADDED entries get id as their snapshot id and no sequence
-// numbers; EXISTING ones must have theirs.
+// numbers; EXISTING ones must have theirs (ReadManifest fills in the
+// inherited ones).
 func WriteManifest(out io.Writer, spec PartitionSpec, sc *Schema, id int64, entries []ManifestEntry) (ManifestFile, error) {
 	if len(entries) == 0 {
 		return ManifestFile{}, errors.New("manifest: no entries")
@@ -448,8 +449,8 @@ func WriteManifest(out io.Writer, spec PartitionSpec, sc *Schema, id int64, entr
 			mf.AddedFilesCount++
 			mf.AddedRowsCount += e.DataFile.RecordCount
 		case EntryStatusEXISTING:
-			if e.SnapshotID == nil || e.SequenceNumber == nil {
-				return ManifestFile{}, fmt.Errorf("manifest: existing file %s without snapshot id or sequence number", e.DataFile.FilePath)
+			if e.SnapshotID == nil || e.SequenceNumber == nil || e.FileSequenceNumber == nil {
+				return ManifestFile{}, fmt.Errorf("manifest: existing file %s without snapshot id or sequence numbers", e.DataFile.FilePath)
 			}
 			mf.ExistingFilesCount++
 			mf.ExistingRowsCount += e.DataFile.RecordCount
