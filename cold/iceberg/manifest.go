@@ -212,7 +212,8 @@ func manifestEntrySchema(partition string) string {
 }
 
 // avroPrimitive is the Avro type of an Iceberg primitive (spec, "Avro":
-// type mapping).
+// type mapping), for the partition types written here: those without an
+// Avro logical type (korvet partitions by an int).
 func avroPrimitive(t Type) (string, error) {
 	switch t.(type) {
 	case BooleanType:
@@ -225,14 +226,6 @@ func avroPrimitive(t Type) (string, error) {
 		return `"float"`, nil
 	case Float64Type:
 		return `"double"`, nil
-	case DateType:
-		return `{"type":"int","logicalType":"date"}`, nil
-	case TimeType:
-		return `{"type":"long","logicalType":"time-micros"}`, nil
-	case TimestampType:
-		return `{"type":"long","logicalType":"timestamp-micros","adjust-to-utc":false}`, nil
-	case TimestampTzType:
-		return `{"type":"long","logicalType":"timestamp-micros","adjust-to-utc":true}`, nil
 	case StringType:
 		return `"string"`, nil
 	case BinaryType:
@@ -384,9 +377,8 @@ func ReadManifest(m ManifestFile, data []byte, discardDeleted bool) ([]ManifestE
 	return out, nil
 }
 
-// partitionValue is v as the Go type of t's Avro type (int32 for int and
-// date, int64 for long and the time types), so that the encoder picks
-// the right union branch.
+// partitionValue is v as the Go type of t's Avro type (int32 for int,
+// int64 for long), so that the encoder picks the right union branch.
 func partitionValue(t Type, v any) (any, error) {
 	var n int64
 	switch x := v.(type) {
@@ -402,12 +394,12 @@ func partitionValue(t Type, v any) (any, error) {
 		return v, nil
 	}
 	switch t.(type) {
-	case Int32Type, DateType:
+	case Int32Type:
 		if n != int64(int32(n)) {
 			return nil, fmt.Errorf("value %d out of range for %s", n, t)
 		}
 		return int32(n), nil
-	case Int64Type, TimeType, TimestampType, TimestampTzType:
+	case Int64Type:
 		return n, nil
 	}
 	return nil, fmt.Errorf("integer value %d for type %s", n, t)
@@ -556,7 +548,7 @@ func (p *partitionStats) summary(t Type) FieldSummary {
 // ordering, or nil for types without bounds here.
 func partitionKey(t Type, v any) (any, error) {
 	switch t.(type) {
-	case Int32Type, DateType, Int64Type, TimeType, TimestampType, TimestampTzType:
+	case Int32Type, Int64Type:
 		switch n := v.(type) {
 		case int32:
 			return int64(n), nil
@@ -591,8 +583,7 @@ func compareKeys(a, b any) int {
 func serialize(k any, t Type) []byte {
 	switch x := k.(type) {
 	case int64:
-		switch t.(type) {
-		case Int32Type, DateType:
+		if _, ok := t.(Int32Type); ok {
 			return binary.LittleEndian.AppendUint32(nil, uint32(int32(x)))
 		}
 		return binary.LittleEndian.AppendUint64(nil, uint64(x))
