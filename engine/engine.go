@@ -38,7 +38,10 @@ type Options struct {
 	WaitReplicas int
 	WaitTimeout  time.Duration
 	// MaxAppendBytes caps the records one Redis transaction carries, so that
-	// one huge group commit cannot stall Redis for long. Default 4 MiB.
+	// one huge group commit cannot stall Redis for long. Default 1 MiB:
+	// with rounds in flight one behind the other, bigger ones gain nothing,
+	// and Redis spent about 12% more CPU per record on kcat's requests
+	// merged into 4 MiB rounds (~40,000 queued commands per MULTI).
 	MaxAppendBytes int
 	// Cold is the cold tier: sealed segments of topics with
 	// remote.storage.enable=true are archived there. nil: no tiering.
@@ -166,7 +169,7 @@ func Open(ctx context.Context, rc *resp.Client, opts Options) (*Engine, error) {
 		opts.DefaultPartitions = 1
 	}
 	if opts.MaxAppendBytes <= 0 {
-		opts.MaxAppendBytes = 4 << 20
+		opts.MaxAppendBytes = 1 << 20
 	}
 	if opts.MaxPartitionsPerTopic <= 0 {
 		opts.MaxPartitionsPerTopic = 1000
