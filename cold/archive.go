@@ -13,8 +13,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/apache/iceberg-go"
-
+	"github.com/korvet/korvet/cold/iceberg"
 	"github.com/korvet/korvet/cold/icemeta"
 	"github.com/korvet/korvet/engine/record"
 	"github.com/korvet/korvet/engine/schema"
@@ -102,7 +101,7 @@ func (s *Store) Archive(ctx context.Context, ref SegmentRef, next func() ([]reco
 	p := dataPath(meta.Location, ref)
 	if e, ok := ts.files[p]; ok {
 		s.log.Info("cold: segment already archived", "topic", ref.Topic, "partition", ref.Partition, "segment", ref.Segment)
-		return toDataFile(e.DataFile()), nil
+		return toDataFile(&e.DataFile), nil
 	}
 
 	started := time.Now()
@@ -151,7 +150,7 @@ func (s *Store) Archive(ctx context.Context, ref SegmentRef, next func() ([]reco
 			return DataFile{}, fmt.Errorf("archive %s/%d segment %d: %w", ref.Topic, ref.Partition, ref.Segment, err)
 		}
 		if have, ok := ts.files[p]; ok {
-			return toDataFile(have.DataFile()), nil
+			return toDataFile(&have.DataFile), nil
 		}
 	}
 	out := toDataFile(df)
@@ -186,7 +185,7 @@ func (s *Store) reload(ctx context.Context, ts *topicState, topic string, create
 
 // upload streams the segment into its Parquet object and returns the
 // manifest entry for it.
-func (s *Store) upload(ctx context.Context, meta *icemeta.Metadata, ref SegmentRef, p string, next func() ([]record.Record, []record.Txn, error), plan *typedPlan) (iceberg.DataFile, error) {
+func (s *Store) upload(ctx context.Context, meta *icemeta.Metadata, ref SegmentRef, p string, next func() ([]record.Record, []record.Txn, error), plan *typedPlan) (*iceberg.DataFile, error) {
 	w, err := s.obj.create(ctx, p)
 	if err != nil {
 		return nil, err
@@ -238,12 +237,6 @@ func (s *Store) upload(ctx context.Context, meta *icemeta.Metadata, ref SegmentR
 	if err != nil {
 		return nil, err
 	}
-	spec := meta.Spec()
-	b, err := iceberg.NewDataFileBuilder(*spec, iceberg.EntryContentData, p, iceberg.ParquetFile,
-		map[int]any{spec.Field(0).FieldID: ref.Partition}, nil, nil, sw.count, size)
-	if err != nil {
-		return nil, fmt.Errorf("data file entry: %w", err)
-	}
 	le32 := func(v int32) []byte { return binary.LittleEndian.AppendUint32(nil, uint32(v)) }
 	le64 := func(v int64) []byte { return binary.LittleEndian.AppendUint64(nil, uint64(v)) }
 	values := map[int]int64{
@@ -262,20 +255,26 @@ func (s *Store) upload(ctx context.Context, meta *icemeta.Metadata, ref SegmentR
 	}
 	// The typed columns get no counts: Iceberg keeps metrics of leaf
 	// columns, and these are not computed.
-	b.ValueCounts(values).NullValueCounts(nulls).LowerBoundValues(map[int][]byte{
-		idPartition: le32(ref.Partition), idOffset: le64(sw.minOff), idTimestamp: le64(sw.minTs),
-	}).UpperBoundValues(map[int][]byte{
-		idPartition: le32(ref.Partition), idOffset: le64(sw.maxOff), idTimestamp: le64(sw.maxTs),
-	})
-	return b.Build(), nil
+	return &iceberg.DataFile{
+		Content: iceberg.EntryContentData, FilePath: p, FileFormat: iceberg.ParquetFile,
+		Partition:   map[string]any{meta.Spec().Fields[0].Name: ref.Partition},
+		RecordCount: sw.count, FileSizeInBytes: size,
+		ValueCounts: iceberg.IntLongs(values), NullValueCounts: iceberg.IntLongs(nulls),
+		LowerBounds: iceberg.IntBytesOf(map[int][]byte{
+			idPartition: le32(ref.Partition), idOffset: le64(sw.minOff), idTimestamp: le64(sw.minTs),
+		}),
+		UpperBounds: iceberg.IntBytesOf(map[int][]byte{
+			idPartition: le32(ref.Partition), idOffset: le64(sw.maxOff), idTimestamp: le64(sw.maxTs),
+		}),
+	}, nil
 }
 
 // toDataFile describes a manifest entry in korvet's terms.
-func toDataFile(df iceberg.DataFile) DataFile {
+func toDataFile(df *iceberg.DataFile) DataFile {
 	out := DataFile{
-		Path:         df.FilePath(),
-		Records:      df.Count(),
-		Bytes:        df.FileSizeBytes(),
+		Path:         df.FilePath,
+		Records:      df.RecordCount,
+		Bytes:        df.FileSizeInBytes,
 		MinOffset:    -1,
 		MaxOffset:    -1,
 		MinTimestamp: -1,
@@ -285,19 +284,18 @@ func toDataFile(df iceberg.DataFile) DataFile {
 		out.TopicID, out.Partition, out.Segment = id, part, seg
 	} else {
 		out.Segment = -1
-		if v, ok := df.Partition()[1000].(int32); ok {
+		if v, ok := df.Partition["partition"].(int32); ok {
 			out.Partition = v
 		}
 	}
-	i64 := func(m map[int][]byte, id int) int64 {
-		if b := m[id]; len(b) == 8 {
+	i64 := func(b []byte) int64 {
+		if len(b) == 8 {
 			return int64(binary.LittleEndian.Uint64(b))
 		}
 		return -1
 	}
-	lo, hi := df.LowerBoundValues(), df.UpperBoundValues()
-	out.MinOffset, out.MaxOffset = i64(lo, idOffset), i64(hi, idOffset)
-	out.MinTimestamp, out.MaxTimestamp = i64(lo, idTimestamp), i64(hi, idTimestamp)
+	out.MinOffset, out.MaxOffset = i64(df.LowerBound(idOffset)), i64(df.UpperBound(idOffset))
+	out.MinTimestamp, out.MaxTimestamp = i64(df.LowerBound(idTimestamp)), i64(df.UpperBound(idTimestamp))
 	return out
 }
 
@@ -322,7 +320,7 @@ func (s *Store) Files(ctx context.Context, topic string) ([]DataFile, error) {
 	}
 	out := make([]DataFile, 0, len(ts.files))
 	for _, e := range ts.files {
-		out = append(out, toDataFile(e.DataFile()))
+		out = append(out, toDataFile(&e.DataFile))
 	}
 	slices.SortFunc(out, func(a, b DataFile) int {
 		return cmp.Or(cmp.Compare(a.Partition, b.Partition), cmp.Compare(a.MinOffset, b.MinOffset), cmp.Compare(a.Path, b.Path))

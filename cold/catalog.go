@@ -13,8 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/apache/iceberg-go"
-
+	"github.com/korvet/korvet/cold/iceberg"
 	"github.com/korvet/korvet/cold/icemeta"
 
 	"github.com/korvet/korvet/engine/schema"
@@ -257,9 +256,9 @@ func (c *fsCatalog) dropTable(ctx context.Context, ident tableIdent) error {
 // partition.
 func newTableMetadata(location string, props map[string]string) (*icemeta.Metadata, error) {
 	sc := tableSchema()
-	spec := iceberg.NewPartitionSpec(iceberg.PartitionField{
-		SourceIDs: []int{idPartition}, FieldID: 1000, Name: "partition", Transform: iceberg.IdentityTransform{},
-	})
+	spec := iceberg.PartitionSpec{Fields: []iceberg.PartitionField{{
+		SourceID: idPartition, FieldID: 1000, Name: "partition", Transform: "identity",
+	}}}
 	all := map[string]string{
 		"write.parquet.compression-codec": "zstd",
 		"commit.manifest-merge.enabled":   "true",

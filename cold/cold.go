@@ -14,9 +14,9 @@
 // Commits are a create-if-absent of the next metadata version (S3
 // If-None-Match, link(2) locally), which makes them atomic on S3 too.
 //
-// Objects go through minio-go (or plain files); iceberg-go writes its
-// manifests through the same client via an io.IO adapter, so there is one
-// set of credentials and one connection pool. With RESTCatalogURL set,
+// Objects go through minio-go (or plain files), manifests and table
+// metadata included (written by cold/iceberg and cold/icemeta), so there
+// is one set of credentials and one connection pool. With RESTCatalogURL set,
 // metadata is committed to that catalog instead, and data and manifests
 // still go to the warehouse.
 package cold
@@ -33,10 +33,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/apache/iceberg-go"
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/compress/zstd"
 
+	"github.com/korvet/korvet/cold/iceberg"
 	"github.com/korvet/korvet/cold/icemeta"
 	"github.com/korvet/korvet/internal/redact"
 )

@@ -9,16 +9,17 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/apache/iceberg-go"
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/compress/zstd"
 
+	"github.com/korvet/korvet/cold/iceberg"
 	"github.com/korvet/korvet/engine/record"
 )
 
-// Iceberg field ids of a topic table. Ids 1-9 are what iceberg.NewMetadata
-// assigns to tableSchema (top-level fields first, then nested ones); 10-12
-// are what adding txnFields, in order, to such a table assigns. The Parquet
+// Iceberg field ids of a topic table. Ids 1-9 are what iceberg-go's
+// table.NewMetadata (which made the tables of earlier korvet) assigns to
+// tableSchema (top-level fields first, then nested ones); 10-12 are what
+// adding txnFields, in order, to such a table assigns. The Parquet
 // writer puts the same ids on its columns; checkSchema verifies a table
 // still has them.
 const (

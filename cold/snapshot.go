@@ -14,13 +14,12 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/apache/iceberg-go"
-
+	"github.com/korvet/korvet/cold/iceberg"
 	"github.com/korvet/korvet/cold/icemeta"
 )
 
-// Snapshots: manifests and manifest lists are written with iceberg-go's
-// root package (Avro), the table metadata with icemeta.
+// Snapshots: manifests and manifest lists are written with cold/iceberg
+// (Avro), the table metadata with icemeta.
 
 // readSnapshot reads a snapshot's manifests and its data files.
 func (s *Store) readSnapshot(ctx context.Context, snap *icemeta.Snapshot) ([]iceberg.ManifestFile, map[string]iceberg.ManifestEntry, error) {
@@ -32,16 +31,20 @@ func (s *Store) readSnapshot(ctx context.Context, snap *icemeta.Snapshot) ([]ice
 	if err != nil {
 		return nil, nil, err
 	}
-	fsys := icebergFS{ctx: ctx, o: s.obj}
 	for _, m := range mans {
-		if m.ManifestContent() != iceberg.ManifestContentData {
+		if m.Content != iceberg.ManifestContentData {
 			continue
 		}
-		for e, err := range m.Entries(fsys, true) {
-			if err != nil {
-				return nil, nil, fmt.Errorf("read manifest %s: %w", m.FilePath(), err)
-			}
-			files[e.DataFile().FilePath()] = e
+		b, err := s.obj.get(ctx, m.Path)
+		if err != nil {
+			return nil, nil, fmt.Errorf("read manifest %s: %w", m.Path, err)
+		}
+		entries, err := iceberg.ReadManifest(m, b, true)
+		if err != nil {
+			return nil, nil, fmt.Errorf("read manifest: %w", err)
+		}
+		for _, e := range entries {
+			files[e.DataFile.FilePath] = e
 		}
 	}
 	return mans, files, nil
@@ -52,7 +55,7 @@ func (s *Store) readManifestList(ctx context.Context, p string) ([]iceberg.Manif
 	if err != nil {
 		return nil, fmt.Errorf("read manifest list: %w", err)
 	}
-	mans, err := iceberg.ReadManifestList(bytes.NewReader(b))
+	mans, err := iceberg.ReadManifestList(b)
 	if err != nil {
 		return nil, fmt.Errorf("read manifest list %s: %w", p, err)
 	}
@@ -61,32 +64,23 @@ func (s *Store) readManifestList(ctx context.Context, p string) ([]iceberg.Manif
 
 // writeManifest writes a data manifest of snapshot id: existing entries
 // (as EXISTING, keeping their sequence numbers) and, if not nil, added.
-func (s *Store) writeManifest(ctx context.Context, meta *icemeta.Metadata, sc *iceberg.Schema, id int64, existing []iceberg.ManifestEntry, added iceberg.DataFile) (iceberg.ManifestFile, error) {
-	var buf bytes.Buffer
-	w, err := iceberg.NewManifestWriter(2, &buf, *meta.Spec(), sc, id)
-	if err != nil {
-		return nil, fmt.Errorf("manifest: %w", err)
-	}
+func (s *Store) writeManifest(ctx context.Context, meta *icemeta.Metadata, sc *iceberg.Schema, id int64, existing []iceberg.ManifestEntry, added *iceberg.DataFile) (iceberg.ManifestFile, error) {
+	entries := make([]iceberg.ManifestEntry, 0, len(existing)+1)
 	for _, e := range existing {
-		if err := w.Existing(e); err != nil {
-			return nil, fmt.Errorf("manifest: %w", err)
-		}
+		e.Status = iceberg.EntryStatusEXISTING
+		entries = append(entries, e)
 	}
 	if added != nil {
-		if err := w.Add(iceberg.NewManifestEntry(iceberg.EntryStatusADDED, &id, nil, nil, added)); err != nil {
-			return nil, fmt.Errorf("manifest: %w", err)
-		}
+		entries = append(entries, iceberg.ManifestEntry{Status: iceberg.EntryStatusADDED, DataFile: *added})
 	}
-	if err := w.Close(); err != nil {
-		return nil, fmt.Errorf("manifest: %w", err)
-	}
-	p := joinURI(meta.Location, "metadata", icemeta.NewUUID()+"-m0.avro")
-	mf, err := w.ToManifestFile(p, int64(buf.Len()))
+	var buf bytes.Buffer
+	mf, err := iceberg.WriteManifest(&buf, *meta.Spec(), sc, id, entries)
 	if err != nil {
-		return nil, fmt.Errorf("manifest: %w", err)
+		return iceberg.ManifestFile{}, err
 	}
-	if err := s.obj.put(ctx, p, buf.Bytes()); err != nil {
-		return nil, fmt.Errorf("write manifest: %w", err)
+	mf.Path, mf.Length = joinURI(meta.Location, "metadata", icemeta.NewUUID()+"-m0.avro"), int64(buf.Len())
+	if err := s.obj.put(ctx, mf.Path, buf.Bytes()); err != nil {
+		return iceberg.ManifestFile{}, fmt.Errorf("write manifest: %w", err)
 	}
 	return mf, nil
 }
@@ -105,18 +99,18 @@ func newSnapshotID(meta *icemeta.Metadata) int64 {
 // the same files.
 func sortedEntries(files map[string]iceberg.ManifestEntry) []iceberg.ManifestEntry {
 	return slices.SortedFunc(maps.Values(files), func(a, b iceberg.ManifestEntry) int {
-		return cmp.Compare(a.DataFile().FilePath(), b.DataFile().FilePath())
+		return cmp.Compare(a.DataFile.FilePath, b.DataFile.FilePath)
 	})
 }
 
 // appendFile commits a snapshot that adds df (operation "append"), with
 // the schema updates ups (sc is the schema they make current).
-func (s *Store) appendFile(ctx context.Context, ts *topicState, topic string, df iceberg.DataFile, sc *iceberg.Schema, ups []icemeta.Update, props map[string]string) error {
+func (s *Store) appendFile(ctx context.Context, ts *topicState, topic string, df *iceberg.DataFile, sc *iceberg.Schema, ups []icemeta.Update, props map[string]string) error {
 	meta := ts.meta
 	id, seq := newSnapshotID(meta), meta.LastSequenceNumber+1
 	var mans, data []iceberg.ManifestFile
 	for _, m := range ts.manifests {
-		if m.ManifestContent() == iceberg.ManifestContentData {
+		if m.Content == iceberg.ManifestContentData {
 			data = append(data, m)
 		} else {
 			mans = append(mans, m)
@@ -132,22 +126,25 @@ func (s *Store) appendFile(ctx context.Context, ts *topicState, topic string, df
 	}
 	mans = append(append(mans, data...), mf)
 	files := maps.Clone(ts.files)
-	files[df.FilePath()] = iceberg.NewManifestEntry(iceberg.EntryStatusADDED, &id, &seq, &seq, df)
+	files[df.FilePath] = iceberg.ManifestEntry{
+		Status: iceberg.EntryStatusADDED, SnapshotID: &id, SequenceNumber: &seq, FileSequenceNumber: &seq, DataFile: *df,
+	}
 	sum := summary("append", files, props)
 	sum["added-data-files"] = "1"
-	sum["added-records"] = strconv.FormatInt(df.Count(), 10)
-	sum["added-files-size"] = strconv.FormatInt(df.FileSizeBytes(), 10)
+	sum["added-records"] = strconv.FormatInt(df.RecordCount, 10)
+	sum["added-files-size"] = strconv.FormatInt(df.FileSizeInBytes, 10)
 	sum["changed-partition-count"] = "1"
 	if _, ok := meta.Properties[icemeta.PropNameMapping]; !ok {
 		// Readers map files without field ids by name; iceberg-go's
-		// writer sets the mapping on a table's first append too.
+		// and Java's writers set the mapping on a table's first append
+		// too.
 		b, err := json.Marshal(sc.NameMapping())
 		if err != nil {
 			return fmt.Errorf("name mapping: %w", err)
 		}
 		ups = append(ups, icemeta.SetProperties(map[string]string{icemeta.PropNameMapping: string(b)}))
 	}
-	return s.commitSnapshot(ctx, ts, topic, id, seq, sc, ups, mans, sum, files, []string{mf.FilePath()})
+	return s.commitSnapshot(ctx, ts, topic, id, seq, sc, ups, mans, sum, files, []string{mf.Path})
 }
 
 // removeFiles commits a snapshot without the files in del (operation
@@ -157,7 +154,7 @@ func (s *Store) removeFiles(ctx context.Context, ts *topicState, topic string, d
 	id, seq := newSnapshotID(meta), meta.LastSequenceNumber+1
 	var mans []iceberg.ManifestFile
 	for _, m := range ts.manifests {
-		if m.ManifestContent() != iceberg.ManifestContentData {
+		if m.Content != iceberg.ManifestContentData {
 			mans = append(mans, m)
 		}
 	}
@@ -165,8 +162,8 @@ func (s *Store) removeFiles(ctx context.Context, ts *topicState, topic string, d
 	var delRecords, delBytes int64
 	for p := range del {
 		if e, ok := files[p]; ok {
-			delRecords += e.DataFile().Count()
-			delBytes += e.DataFile().FileSizeBytes()
+			delRecords += e.DataFile.RecordCount
+			delBytes += e.DataFile.FileSizeInBytes
 			delete(files, p)
 		}
 	}
@@ -177,7 +174,7 @@ func (s *Store) removeFiles(ctx context.Context, ts *topicState, topic string, d
 			return err
 		}
 		mans = append(mans, mf)
-		written = append(written, mf.FilePath())
+		written = append(written, mf.Path)
 	}
 	sum := summary("delete", files, props)
 	sum["deleted-data-files"] = strconv.Itoa(len(ts.files) - len(files))
@@ -190,8 +187,8 @@ func (s *Store) removeFiles(ctx context.Context, ts *topicState, topic string, d
 func summary(op string, files map[string]iceberg.ManifestEntry, props map[string]string) map[string]string {
 	var records, size int64
 	for _, e := range files {
-		records += e.DataFile().Count()
-		size += e.DataFile().FileSizeBytes()
+		records += e.DataFile.RecordCount
+		size += e.DataFile.FileSizeInBytes
 	}
 	sum := maps.Clone(props)
 	if sum == nil {
@@ -222,8 +219,10 @@ func (s *Store) commitSnapshot(ctx context.Context, ts *topicState, topic string
 		parent = &p
 	}
 	var buf bytes.Buffer
-	if err := iceberg.WriteManifestList(2, &buf, id, parent, &seq, 0, mans); err != nil {
-		return fmt.Errorf("manifest list: %w", err)
+	// The manifests as written carry their sequence numbers.
+	mans, err := iceberg.WriteManifestList(&buf, id, parent, seq, mans)
+	if err != nil {
+		return err
 	}
 	list := joinURI(meta.Location, "metadata", fmt.Sprintf("snap-%d-1-%s.avro", id, icemeta.NewUUID()))
 	if err := s.obj.put(ctx, list, buf.Bytes()); err != nil {
@@ -248,14 +247,7 @@ func (s *Store) commitSnapshot(ctx context.Context, ts *topicState, topic string
 		}
 		return err
 	}
-	// The list as written, read back: its manifests now carry their
-	// sequence numbers.
-	written2, err := iceberg.ReadManifestList(bytes.NewReader(buf.Bytes()))
-	if err != nil {
-		ts.forget()
-		return fmt.Errorf("read back manifest list: %w", err)
-	}
-	ts.meta, ts.loc, ts.manifests, ts.files = next, loc, written2, files
+	ts.meta, ts.loc, ts.manifests, ts.files = next, loc, mans, files
 	return nil
 }
 
@@ -289,7 +281,7 @@ func (s *Store) expire(ctx context.Context, ts *topicState, topic string, retain
 func (s *Store) deleteUnreferenced(ctx context.Context, ts *topicState, lists []string) error {
 	used := map[string]bool{}
 	for _, m := range ts.manifests {
-		used[m.FilePath()] = true
+		used[m.Path] = true
 	}
 	for _, snap := range ts.meta.Snapshots {
 		if ts.meta.CurrentSnapshotID != nil && snap.SnapshotID == *ts.meta.CurrentSnapshotID {
@@ -300,7 +292,7 @@ func (s *Store) deleteUnreferenced(ctx context.Context, ts *topicState, lists []
 			return err
 		}
 		for _, m := range mans {
-			used[m.FilePath()] = true
+			used[m.Path] = true
 		}
 	}
 	for _, l := range lists {
@@ -309,9 +301,9 @@ func (s *Store) deleteUnreferenced(ctx context.Context, ts *topicState, lists []
 			return err
 		}
 		for _, m := range mans {
-			if !used[m.FilePath()] {
-				used[m.FilePath()] = true // once
-				if err := s.obj.remove(ctx, m.FilePath()); err != nil {
+			if !used[m.Path] {
+				used[m.Path] = true // once
+				if err := s.obj.remove(ctx, m.Path); err != nil {
 					return err
 				}
 			}

@@ -8,9 +8,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/apache/iceberg-go"
 	"github.com/parquet-go/parquet-go"
 
+	"github.com/korvet/korvet/cold/iceberg"
 	"github.com/korvet/korvet/cold/icemeta"
 	"github.com/korvet/korvet/engine/schema"
 )

@@ -6,9 +6,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/apache/iceberg-go"
 	"github.com/parquet-go/parquet-go/compress/zstd"
 
+	"github.com/korvet/korvet/cold/iceberg"
 	"github.com/korvet/korvet/engine/record"
 )
 

@@ -18,9 +18,9 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/iceberg-go"
 	"github.com/parquet-go/parquet-go"
 
+	"github.com/korvet/korvet/cold/iceberg"
 	"github.com/korvet/korvet/engine/record"
 	"github.com/korvet/korvet/engine/schema"
 )
@@ -381,8 +381,8 @@ func typedColumns(t *testing.T, cfg Config) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ids1 := fieldIDs(tbl.Schema())
-	checkTypedSchema(t, tbl.Schema(), false)
+	ids1 := fieldIDs(schemaOf(t, tbl))
+	checkTypedSchema(t, schemaOf(t, tbl), false)
 
 	cur = testTyped(true)
 	seg2 := typedRecords(100, true)
@@ -393,14 +393,14 @@ func typedColumns(t *testing.T, cfg Config) {
 	if tbl, err = tableIO(s).LoadTable(ctx, s.ident("typed")); err != nil {
 		t.Fatal(err)
 	}
-	checkTypedSchema(t, tbl.Schema(), true)
-	ids2 := fieldIDs(tbl.Schema())
+	checkTypedSchema(t, schemaOf(t, tbl), true)
+	ids2 := fieldIDs(schemaOf(t, tbl))
 	for name, id := range ids1 {
 		if ids2[name] != id {
 			t.Errorf("field %s: id %d after evolution, %d before", name, ids2[name], id)
 		}
 	}
-	if err := checkSchema(tbl.Schema()); err != nil {
+	if err := checkSchema(schemaOf(t, tbl)); err != nil {
 		t.Fatal(err)
 	}
 
@@ -440,7 +440,7 @@ func typedColumns(t *testing.T, cfg Config) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	vf, _ := tbl.Schema().FindFieldByName(valueFieldsName)
+	vf, _ := schemaOf(t, tbl).FindFieldByName(valueFieldsName)
 	var node parquet.Node
 	for _, c := range pf.Schema().Fields() {
 		if c.Name() == valueFieldsName {
@@ -566,7 +566,7 @@ func TestTypedRefusedChange(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkTypedSchema(t, tbl.Schema(), false)
+	checkTypedSchema(t, schemaOf(t, tbl), false)
 	vals, got := scanTyped(t, s, "refuse")
 	if len(vals) == 0 {
 		t.Fatal("no rows")

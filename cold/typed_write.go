@@ -6,9 +6,9 @@ import (
 	"strings"
 	"unsafe"
 
-	"github.com/apache/iceberg-go"
 	"github.com/parquet-go/parquet-go"
 
+	"github.com/korvet/korvet/cold/iceberg"
 	"github.com/korvet/korvet/engine/schema"
 )
 

@@ -31,7 +31,7 @@ func archiveOld(t *testing.T, s *Store, r SegmentRef, recs []record.Record, txns
 		spec := iceberg.NewPartitionSpec(iceberg.PartitionField{
 			SourceIDs: []int{idPartition}, FieldID: 1000, Name: "partition", Transform: iceberg.IdentityTransform{},
 		})
-		meta, merr := table.NewMetadata(tableSchema(), &spec, table.UnsortedSortOrder, s.cat.tableLocation(ident), iceberg.Properties{
+		meta, merr := table.NewMetadata(igSchema(t, tableSchema()), &spec, table.UnsortedSortOrder, s.cat.tableLocation(ident), iceberg.Properties{
 			table.PropertyFormatVersion:               "2",
 			table.ParquetCompressionKey:               "zstd",
 			table.ManifestMergeEnabledKey:             "true",
@@ -75,14 +75,14 @@ func archiveOld(t *testing.T, s *Store, r SegmentRef, recs []record.Record, txns
 		}
 		u := txn.UpdateSchema(true, false, opts...)
 		for _, f := range txnFields() {
-			u.AddColumn([]string{f.Name}, f.Type, f.Doc, false, nil)
+			u.AddColumn([]string{f.Name}, igType(t, f.Type), f.Doc, false, nil)
 		}
 		if err := u.Commit(); err != nil {
 			t.Fatal(err)
 		}
 	}
 	props := iceberg.Properties{"korvet.partition": strconv.Itoa(int(r.Partition)), "korvet.segment": strconv.FormatInt(r.Segment, 10)}
-	if err := txn.AddDataFiles(ctx, []iceberg.DataFile{df}, props, table.WithoutDuplicateCheck()); err != nil {
+	if err := txn.AddDataFiles(ctx, []iceberg.DataFile{igDataFile(t, tbl.Spec(), df)}, props, table.WithoutDuplicateCheck()); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := txn.Commit(ctx); err != nil {

@@ -38,7 +38,10 @@ type Options struct {
 	WaitReplicas int
 	WaitTimeout  time.Duration
 	// MaxAppendBytes caps the records one Redis transaction carries, so that
-	// one huge group commit cannot stall Redis for long. Default 4 MiB.
+	// one huge group commit cannot stall Redis for long. Default 1 MiB:
+	// with rounds in flight one behind the other, bigger ones gain nothing,
+	// and Redis spent about 12% more CPU per record on kcat's requests
+	// merged into 4 MiB rounds (~40,000 queued commands per MULTI).
 	MaxAppendBytes int
 	// Cold is the cold tier: sealed segments of topics with
 	// remote.storage.enable=true are archived there. nil: no tiering.
@@ -98,9 +101,16 @@ type Options struct {
 	LeaseFile string
 }
 
+// kvReadLanes is how many round trips of KV reads may be on the wire at
+// once (resp.Batcher).
+const kvReadLanes = 1
+
 // Engine holds all topics. Create it with Open; it is safe for concurrent use.
 type Engine struct {
-	rc      *resp.Client
+	rc *resp.Client
+	// reads sends the KV view's one-record reads, so that concurrent
+	// reads share round trips (readAt).
+	reads   *resp.Batcher
 	opts    Options
 	k       keys.Space
 	log     *slog.Logger
@@ -159,7 +169,7 @@ func Open(ctx context.Context, rc *resp.Client, opts Options) (*Engine, error) {
 		opts.DefaultPartitions = 1
 	}
 	if opts.MaxAppendBytes <= 0 {
-		opts.MaxAppendBytes = 4 << 20
+		opts.MaxAppendBytes = 1 << 20
 	}
 	if opts.MaxPartitionsPerTopic <= 0 {
 		opts.MaxPartitionsPerTopic = 1000
@@ -187,6 +197,7 @@ func Open(ctx context.Context, rc *resp.Client, opts Options) (*Engine, error) {
 	}
 	e := &Engine{
 		rc:     rc,
+		reads:  resp.NewBatcher(rc, kvReadLanes),
 		opts:   opts,
 		k:      keys.New(opts.Keyspace, rc.IsCluster()),
 		log:    opts.Logger,

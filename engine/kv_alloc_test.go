@@ -58,3 +58,29 @@ func TestRebuildApplyAllocs(t *testing.T) {
 		t.Errorf("%.1f allocations per chunk of %d records, want at most 2", got, keyScanCount)
 	}
 }
+
+// kvGetAllocs bounds the allocations of one KV Get.
+const kvGetAllocs = 16
+
+// The hot KV read allocates the value's copy and a handful of fixed
+// things (the stale budget's context), never anything that grows with the
+// record or the index.
+func TestKVGetAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts are meaningless under -race")
+	}
+	e, keys := kvGetSetup(t, 1000)
+	kv := e.KV()
+	ctx := context.Background()
+	i := 0
+	got := testing.AllocsPerRun(200, func() {
+		rec, err := kv.Get(ctx, "bench", keys[i%len(keys)])
+		if err != nil || len(rec.Value) != 256 {
+			t.Fatalf("get: %d bytes, %v", len(rec.Value), err)
+		}
+		i++
+	})
+	if got > kvGetAllocs {
+		t.Errorf("%.1f allocations per KV Get, want at most %d", got, kvGetAllocs)
+	}
+}

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,6 +22,13 @@ import (
 // keys, 256-byte values, one header.
 func benchTopic(b testing.TB, parts int32, perPart int) (*Engine, *Topic) {
 	b.Helper()
+	return benchTopicOpts(b, parts, perPart, Options{})
+}
+
+// benchTopicOpts is benchTopic with engine options (a key index: the
+// records are indexed as they are appended).
+func benchTopicOpts(b testing.TB, parts int32, perPart int, opts Options) (*Engine, *Topic) {
+	b.Helper()
 	r := testbed.StartRedis(b)
 	rc, err := resp.New(r.URL, resp.Options{})
 	if err != nil {
@@ -27,7 +36,8 @@ func benchTopic(b testing.TB, parts int32, perPart int) (*Engine, *Topic) {
 	}
 	b.Cleanup(func() { rc.Close() })
 	ctx := context.Background()
-	e, err := Open(ctx, rc, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	e, err := Open(ctx, rc, opts)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -194,4 +204,64 @@ func BenchmarkRebuildApply(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.N*keyScanCount)/b.Elapsed().Seconds(), "records/s")
+}
+
+// kvGetSetup is an engine with a key index over 2 partitions of perPart
+// records (benchTopic's), caught up.
+func kvGetSetup(tb testing.TB, perPart int) (*Engine, [][]byte) {
+	tb.Helper()
+	e, _ := benchTopicOpts(tb, 2, perPart, Options{Index: IndexOptions{Dir: tb.TempDir()}})
+	for !e.KV().Ready() {
+		time.Sleep(time.Millisecond)
+	}
+	keys := make([][]byte, perPart)
+	for i := range keys {
+		keys[i] = fmt.Appendf(nil, "key-%012d", i)
+	}
+	return e, keys
+}
+
+// BenchmarkKVGet measures the hot KV read (index lookup, the one-record
+// read from Redis, the key check) by one caller, and by 16 at once,
+// whose reads share round trips to Redis (rtt/op: round trips per read).
+func BenchmarkKVGet(b *testing.B) {
+	e, keys := kvGetSetup(b, 20_000)
+	kv := e.KV()
+	ctx := context.Background()
+	get := func(b *testing.B, i int) {
+		rec, err := kv.Get(ctx, "bench", keys[i%len(keys)])
+		if err != nil || len(rec.Value) != 256 {
+			b.Fatalf("get %s: %d bytes, %v", keys[i%len(keys)], len(rec.Value), err)
+		}
+	}
+	report := func(b *testing.B, st0 resp.BatchStats) {
+		st := e.reads.Stats()
+		if n := st.Pipelines - st0.Pipelines; n > 0 {
+			b.ReportMetric(float64(st.RoundTrips-st0.RoundTrips)/float64(n), "rtt/op")
+		}
+	}
+	b.Run("serial", func(b *testing.B) {
+		st0 := e.reads.Stats()
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			get(b, i*7919)
+			i++
+		}
+		report(b, st0)
+	})
+	b.Run("16", func(b *testing.B) {
+		st0 := e.reads.Stats()
+		b.ReportAllocs()
+		b.SetParallelism(max(1, 16/runtime.GOMAXPROCS(0)))
+		var seq atomic.Int64
+		b.RunParallel(func(pb *testing.PB) {
+			i := int(seq.Add(1)) * 1000
+			for pb.Next() {
+				get(b, i*7919)
+				i++
+			}
+		})
+		report(b, st0)
+	})
 }

@@ -133,7 +133,7 @@ func (kv *kvIndex) lookupReady(kt *kvTopic, key []byte) (p index.Pointer, ok, re
 // readKey reads the record at offset and returns it if it is there and
 // carries key.
 func readKey(ctx context.Context, p *Partition, offset int64, key []byte) (KVRecord, bool, error) {
-	res, err := p.Read(ctx, offset, 1)
+	res, err := p.readAt(ctx, offset)
 	if err != nil {
 		return KVRecord{}, false, err
 	}

@@ -32,6 +32,8 @@ type ReadResult struct {
 	rss        []*resp.Replies // the replies the records point into
 	replyBytes int             // their size
 	dec        entry.Decoder
+	pl         resp.Pipeline // readAt's XRANGE
+	key        []byte        // readAt's stream key
 	// cut: the read stopped (for maxBytes or its entry count) before the
 	// end of the range it read, so records may follow the last one.
 	cut bool
@@ -95,6 +97,63 @@ func (p *Partition) ReadBelow(ctx context.Context, offset int64, maxBytes int, l
 // (none when limit is -1).
 func (p *Partition) ReadWholeBelow(ctx context.Context, offset int64, maxBytes, wholeMax int, limit int64) (*ReadResult, error) {
 	return p.read(ctx, offset, readLimits{maxBytes: maxBytes, wholeMax: wholeMax}, untilOf(limit))
+}
+
+// readAt returns the record at offset, if there is one: the KV view's
+// read of one record. A local segment's entry is read alone (XRANGE of
+// its own id, COUNT 1) through the engine's Batcher, so that concurrent
+// reads share round trips; none comes back when the entry is gone
+// (compaction deleted it). Elsewhere (a cold segment, offset at the high
+// watermark) it is Read of one record, which may return the record after
+// offset. ErrOffsetOutOfRange as Read.
+func (p *Partition) readAt(ctx context.Context, offset int64) (*ReadResult, error) {
+	hw, start := p.hw.Load(), p.start.Load()
+	if offset < start || offset > hw {
+		return nil, fmt.Errorf("%w: %d not in [%d, %d]", ErrOffsetOutOfRange, offset, start, hw)
+	}
+	p.mu.Lock()
+	segs := p.segs
+	p.mu.Unlock()
+	i := segmentFor(segs, offset)
+	if offset == hw || i < 0 || !segs[i].Local {
+		return p.Read(ctx, offset, 1)
+	}
+	res := p.newReadResult()
+	res.HighWatermark, res.LogStart = hw, start
+	res.key = p.t.e.k.AppendStream(res.key[:0], p.t.name, p.id, segs[i].ID)
+	pl := &res.pl
+	pl.Reset()
+	pl.Array(6)
+	pl.String("XRANGE")
+	pl.Bulk(res.key)
+	pl.Int(offset)
+	pl.Int(offset)
+	pl.String("COUNT")
+	pl.Int(1)
+	rs, err := p.t.e.reads.Exec(ctx, pl)
+	if err != nil {
+		res.Release()
+		return nil, fmt.Errorf("read %s/%d at %d: %w: %v", p.t.name, p.id, offset, ErrStorageUnavailable, err)
+	}
+	res.rss = append(res.rss, rs)
+	rep := rs.At(0)
+	if err := rep.Err(); err != nil {
+		res.Release()
+		return nil, fmt.Errorf("read %s/%d at %d: %w", p.t.name, p.id, offset, err)
+	}
+	if rep.Len() > 0 {
+		ent, ok := rep.First()
+		if !ok {
+			res.Release()
+			return nil, fmt.Errorf("read %s/%d at %d: malformed XRANGE reply", p.t.name, p.id, offset)
+		}
+		if _, err := res.appendEntry(ent); err != nil {
+			res.Release()
+			return nil, fmt.Errorf("read %s/%d at %d: %w", p.t.name, p.id, offset, err)
+		}
+	}
+	res.fitTxns(len(res.Records))
+	return res, nil
 }
 
 // noRecords is read's until for a range that holds nothing: -1 already

@@ -86,6 +86,16 @@ func (r Reply) ForEach(fn func(Reply) bool) {
 	}
 }
 
+// First returns the first element of a non-empty array reply; ok is
+// false for anything else.
+func (r Reply) First() (Reply, bool) {
+	if r.Len() == 0 {
+		return Reply{}, false
+	}
+	n, e := redcon.ReadNextRESP(r.Data)
+	return Reply{e}, n > 0
+}
+
 // Elems appends the elements of an array reply to dst.
 func (r Reply) Elems(dst []Reply) []Reply {
 	r.ForEach(func(e Reply) bool {

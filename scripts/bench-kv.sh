@@ -14,15 +14,19 @@
 #      and throughput with 16 concurrent clients, korvet and floor; and
 #      the same reads from a minimal Go net/http handler answering the same
 #      256 bytes (benchkv -mode serve), the reference for korvet's HTTP
-#      path, with the CPU time korvet, Redis, the handler and the load
-#      generator used during each throughput run.
+#      path, and from one that first reads one entry with XRANGE (benchkv
+#      -mode serve -xrange: korvet's floor, the least a read of the log
+#      can cost), with the CPU time korvet, Redis, the handlers and the
+#      load generator used during each throughput run.
 #
 #   scripts/bench-kv.sh
 #
 # Environment: SIZE_KEYS (1000000), REBUILD_KEYS (1000000), READ_KEYS
 # (100000), READS (5000), CLIENTS (16), KORVET_BIN (skip the build), PARTS
 # (default "size rebuild reads": which of a), b), c) to run), PERF_OUT (a
-# file: perf record korvet during its GET throughput run into it).
+# file: perf record korvet during its GET throughput run into it), CLIENT
+# (lean: the load generator's keep-alive HTTP/1.1 loop, the default; or
+# net/http: Go's client; the same for korvet and the reference).
 set -euo pipefail
 
 # shellcheck source=scripts/lib.sh
@@ -35,6 +39,7 @@ READS=${READS:-5000}
 CLIENTS=${CLIENTS:-16}
 PARTS=${PARTS:-size rebuild reads}
 PERF_OUT=${PERF_OUT:-}
+CLIENT=${CLIENT:-lean}
 part() { [[ " $PARTS " == *" $1 "* ]]; }
 
 need_cmd redis-server redis-server
@@ -43,8 +48,10 @@ TMP=$(mktemp -d "${TMPDIR:-/tmp}/korvet-bench-kv.XXXXXX")
 REDIS_PID=""
 KORVET_PID=""
 REF_PID=""
+REFX_PID=""
 cleanup() {
 	local rc=$?
+	stop_pid "$REFX_PID" 5
 	stop_pid "$REF_PID" 5
 	stop_pid "$KORVET_PID" 15
 	stop_pid "$REDIS_PID" 15
@@ -124,25 +131,30 @@ fi
 p50="" rps=""
 if part reads; then
 echo
-echo "== c) reads: $READ_KEYS keys with 256 B values, $READS random sequential GETs, $CLIENTS clients for throughput"
+echo "== c) reads: $READ_KEYS keys with 256 B values, $READS random sequential GETs, $CLIENTS clients for throughput ($CLIENT HTTP client)"
 phase kread
 "$TMP/benchkv" -mode produce -brokers "127.0.0.1:$KAFKA_PORT" -topic kv-read -partitions 2 -keys "$READ_KEYS" -size 256 | tee "$TMP/read-produce.txt"
 "$TMP/benchkv" -mode quiesce -redis "$REDIS_URL"
 free_port REF_PORT
+free_port REFX_PORT
 "$TMP/benchkv" -mode serve -listen "127.0.0.1:$REF_PORT" -size 256 >"$TMP/ref.log" 2>&1 &
 REF_PID=$!
+"$TMP/benchkv" -mode serve -listen "127.0.0.1:$REFX_PORT" -size 256 -xrange -redis "$REDIS_URL" -topic kv-read -partitions 2 -concurrency "$CLIENTS" >"$TMP/refx.log" 2>&1 &
+REFX_PID=$!
 for ((i = 0; i < 200; i++)); do
-	port_in_use "$REF_PORT" && break
+	port_in_use "$REF_PORT" && port_in_use "$REFX_PORT" && break
 	kill -0 "$REF_PID" 2>/dev/null || die "the reference handler did not start: $(cat "$TMP/ref.log")"
+	kill -0 "$REFX_PID" 2>/dev/null || die "the XRANGE reference handler did not start: $(cat "$TMP/refx.log")"
 	sleep 0.05
 done
 perf_args=()
 [[ -z $PERF_OUT ]] || perf_args=(-perf-pid "$KORVET_PID" -perf-out "$PERF_OUT")
 "$TMP/benchkv" -mode read -http "http://127.0.0.1:$HTTP_PORT" -redis "$REDIS_URL" -topic kv-read -keys "$READ_KEYS" -size 256 \
-	-reads "$READS" -concurrency "$CLIENTS" -ref "http://127.0.0.1:$REF_PORT" \
-	-cpu "korvet=$KORVET_PID,redis=$REDIS_PID,ref=$REF_PID" "${perf_args[@]}" | tee "$TMP/read.txt"
+	-reads "$READS" -concurrency "$CLIENTS" -client "$CLIENT" -ref "http://127.0.0.1:$REF_PORT" -refx "http://127.0.0.1:$REFX_PORT" \
+	-cpu "korvet=$KORVET_PID,redis=$REDIS_PID,ref=$REF_PID,refx=$REFX_PID" "${perf_args[@]}" | tee "$TMP/read.txt"
 stop_pid "$REF_PID" 5
-REF_PID=""
+stop_pid "$REFX_PID" 5
+REF_PID="" REFX_PID=""
 fi
 
 if grep -hE 'level=(ERROR|WARN)' "$TMP"/k*/korvet.log >"$TMP/warn.txt"; then
@@ -163,6 +175,9 @@ frps=$(result "$TMP/read.txt" floor_rps)
 rp50=$(result "$TMP/read.txt" ref_p50_ms)
 rp99=$(result "$TMP/read.txt" ref_p99_ms)
 rrps=$(result "$TMP/read.txt" ref_rps)
+xp50=$(result "$TMP/read.txt" refx_p50_ms)
+xp99=$(result "$TMP/read.txt" refx_p99_ms)
+xrps=$(result "$TMP/read.txt" refx_rps)
 [[ -n $p50 && -n $rps && -n $fp50 && -n $rrps ]] || die "missing read results"
 fi
 
@@ -186,6 +201,8 @@ printf '%-44s %22s %26s\n' "floor: Redis GET of a copy, p50 / p99" "$fp50 / $fp9
 printf '%-44s %22s %26s\n' "GET throughput, $CLIENTS clients" "$rps reads/s" "floor $frps ($(ratio "$rps" "$frps")x)"
 printf '%-44s %22s %26s\n' "  net/http handler, same 256 B, p50 / p99" "$rp50 / $rp99 ms" "korvet/handler p50 $(ratio "$p50" "$rp50")x"
 printf '%-44s %22s %26s\n' "  net/http handler, $CLIENTS clients" "$rrps reads/s" "korvet/handler $(ratio "$rps" "$rrps") (>= 0.8)"
+printf '%-44s %22s %26s\n' "  handler + one XRANGE, p50 / p99" "$xp50 / $xp99 ms" "korvet/it p50 $(ratio "$p50" "$xp50")x"
+printf '%-44s %22s %26s\n' "  handler + one XRANGE, $CLIENTS clients" "$xrps reads/s" "korvet/it $(ratio "$rps" "$xrps")"
 grep -h '^CPU during' "$TMP/read.txt" || true
 fi
 echo "(took $((SECONDS - started))s)"

@@ -47,7 +47,11 @@ const maxTokenBytes = 64 << 10
 // answered the request itself: 400 for a malformed token, 503 with
 // Retry-After when the index is still behind after the engine's wait.
 func (h *kvHandler) awaitToken(ctx context.Context, w http.ResponseWriter, r *http.Request, topic string) bool {
-	tokens := append(r.URL.Query()["after"], r.Header.Values("Korvet-After")...)
+	var tokens []string
+	if r.URL.RawQuery != "" {
+		tokens = r.URL.Query()["after"]
+	}
+	tokens = append(tokens, r.Header.Values("Korvet-After")...)
 	if len(tokens) == 0 {
 		return true
 	}
@@ -123,7 +127,11 @@ func registerKV(mux *http.ServeMux, kv KV, mgetMaxBytes int64, schemas schema.Lo
 
 // decodeKey reads a key as the request encodes it.
 func decodeKey(r *http.Request, raw string) ([]byte, error) {
-	switch enc := r.URL.Query().Get("key_encoding"); enc {
+	enc := ""
+	if r.URL.RawQuery != "" {
+		enc = r.URL.Query().Get("key_encoding")
+	}
+	switch enc {
 	case "", "utf8", "raw":
 		return []byte(raw), nil
 	case "base64url":
@@ -182,16 +190,23 @@ func kvError(w http.ResponseWriter, err error) {
 	writeJSON(w, code, map[string]string{"error": err.Error(), "reason": kvReason(err)})
 }
 
-// etag names one record: a new value of a key is a new offset, and the
-// topic id keeps a re-created topic's offsets apart. rep tells a
-// representation other than the value's bytes apart ("json"), so that a
-// cache never answers one with the other.
-func etag(topicID [16]byte, rec *engine.KVRecord, rep string) string {
-	tag := `"` + hex.EncodeToString(topicID[:4]) + "-" + strconv.Itoa(int(rec.Partition)) + "-" + strconv.FormatInt(rec.Offset, 10)
+// appendETag appends the ETag of a record to dst. It names one record: a
+// new value of a key is a new offset, and the topic id keeps a re-created
+// topic's offsets apart. rep tells a representation other than the
+// value's bytes apart ("json"), so that a cache never answers one with
+// the other.
+func appendETag(dst []byte, topicID [16]byte, rec *engine.KVRecord, rep string) []byte {
+	dst = append(dst, '"')
+	dst = hex.AppendEncode(dst, topicID[:4])
+	dst = append(dst, '-')
+	dst = strconv.AppendInt(dst, int64(rec.Partition), 10)
+	dst = append(dst, '-')
+	dst = strconv.AppendInt(dst, rec.Offset, 10)
 	if rep != "" {
-		tag += "-" + rep
+		dst = append(dst, '-')
+		dst = append(dst, rep...)
 	}
-	return tag + `"`
+	return append(dst, '"')
 }
 
 // etagMatch implements If-None-Match (weak comparison, lists, "*").
@@ -268,8 +283,9 @@ func passiveType(v string) string {
 // and should a browser render it anyway, a sandbox (no scripts, no
 // plugins, no forms, an opaque origin).
 func setKVHeaders(h http.Header) {
-	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Content-Security-Policy", "sandbox")
+	vals := []string{"nosniff", "sandbox"} // one allocation for both
+	h["X-Content-Type-Options"] = vals[0:1:1]
+	h["Content-Security-Policy"] = vals[1:2:2]
 }
 
 // withKVHeaders sets the KV headers on every answer under /v1/kv, the
@@ -288,12 +304,8 @@ func withKVHeaders(next http.Handler) http.Handler {
 // isKVPath reports whether p, as sent or cleaned as the mux cleans it, is
 // under /v1/kv.
 func isKVPath(p string) bool {
-	for _, q := range []string{p, path.Clean("/" + p)} {
-		if q == "/v1/kv" || strings.HasPrefix(q, "/v1/kv/") {
-			return true
-		}
-	}
-	return false
+	under := func(q string) bool { return q == "/v1/kv" || strings.HasPrefix(q, "/v1/kv/") }
+	return under(p) || under(path.Clean("/"+p))
 }
 
 func (h *kvHandler) get(w http.ResponseWriter, r *http.Request) {
@@ -303,8 +315,20 @@ func (h *kvHandler) get(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error(), "reason": "bad_key"})
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), kvTimeout)
-	defer cancel()
+	// JSON is rendered when the registry is on and Accept prefers it.
+	wantJSON, rawOK := false, true
+	if h.schemas != nil {
+		wantJSON, rawOK = negotiateJSON(r.Header.Values("Accept"))
+	}
+	// kvTimeout bounds the request as a whole when it waits for a token
+	// or renders JSON; a plain read is bounded by the engine's own budget,
+	// well within it, and needs no timer of its own.
+	ctx := r.Context()
+	if wantJSON || r.URL.RawQuery != "" || len(r.Header["Korvet-After"]) > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, kvTimeout)
+		defer cancel()
+	}
 	if !h.awaitToken(ctx, w, r, topic) {
 		return
 	}
@@ -314,15 +338,15 @@ func (h *kvHandler) get(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	hd := w.Header()
-	body, ctype, tag := rec.Value, "", etag(rec.TopicID, &rec, "")
+	body, ctype, rep := rec.Value, "", ""
 	if h.schemas != nil {
 		// The answer depends on Accept from here on.
 		hd.Add("Vary", "Accept")
-		if wantJSON, rawOK := negotiateJSON(r.Header.Values("Accept")); wantJSON {
+		if wantJSON {
 			js, reason, err := h.valueJSON(ctx, rec.Value)
 			switch {
 			case err == nil:
-				body, ctype, tag = js, "application/json", etag(rec.TopicID, &rec, "json")
+				body, ctype, rep = js, "application/json", "json"
 			case reason == "unavailable":
 				kvError(w, err)
 				return
@@ -332,11 +356,30 @@ func (h *kvHandler) get(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	hd.Set("ETag", tag)
-	hd.Set("Cache-Control", "no-cache")
-	hd.Set("X-Korvet-Partition", strconv.Itoa(int(rec.Partition)))
-	hd.Set("X-Korvet-Offset", strconv.FormatInt(rec.Offset, 10))
-	hd.Set("X-Korvet-Timestamp", strconv.FormatInt(rec.Timestamp, 10))
+	// The header values: the numbers in one string, and one slice for
+	// all of them (Header.Set would allocate a string and a slice each).
+	var buf [128]byte
+	b := appendETag(buf[:0], rec.TopicID, &rec, rep)
+	ends := [4]int{len(b)}
+	b = strconv.AppendInt(b, int64(rec.Partition), 10)
+	ends[1] = len(b)
+	b = strconv.AppendInt(b, rec.Offset, 10)
+	ends[2] = len(b)
+	b = strconv.AppendInt(b, rec.Timestamp, 10)
+	ends[3] = len(b)
+	b = strconv.AppendInt(b, int64(len(body)), 10)
+	nums := string(b)
+	tag := nums[:ends[0]]
+	vals := make([]string, 7)
+	set := func(i int, name, v string) {
+		vals[i] = v
+		hd[name] = vals[i : i+1 : i+1]
+	}
+	set(0, "Etag", tag)
+	set(1, "Cache-Control", "no-cache")
+	set(2, "X-Korvet-Partition", nums[ends[0]:ends[1]])
+	set(3, "X-Korvet-Offset", nums[ends[1]:ends[2]])
+	set(4, "X-Korvet-Timestamp", nums[ends[2]:ends[3]])
 	if inm := r.Header.Get("If-None-Match"); inm != "" && etagMatch(inm, tag) {
 		w.WriteHeader(http.StatusNotModified)
 		return
@@ -344,8 +387,8 @@ func (h *kvHandler) get(w http.ResponseWriter, r *http.Request) {
 	if ctype == "" {
 		ctype = contentType(&rec)
 	}
-	hd.Set("Content-Type", ctype)
-	hd.Set("Content-Length", strconv.Itoa(len(body)))
+	set(5, "Content-Type", ctype)
+	set(6, "Content-Length", nums[ends[3]:])
 	w.WriteHeader(http.StatusOK)
 	if r.Method != http.MethodHead {
 		_, _ = w.Write(body)

@@ -1,8 +1,9 @@
 // Package icemeta is Iceberg v2 table metadata as korvet writes it: the
 // metadata JSON, the updates a commit makes to it (the REST catalog
 // spec's update and requirement objects) and the schema evolution korvet
-// needs. It depends on iceberg-go's root package only (schemas, partition
-// specs), not on its table package, which links a query planner and gRPC.
+// needs. Schemas, partition specs and manifests are cold/iceberg's; neither
+// depends on iceberg-go, whose table package links a query planner and
+// gRPC and whose root package links part of arrow-go (footprint).
 package icemeta
 
 import (
@@ -14,7 +15,7 @@ import (
 	"slices"
 	"strconv"
 
-	"github.com/apache/iceberg-go"
+	"github.com/korvet/korvet/cold/iceberg"
 )
 
 // Property keys korvet reads.
@@ -181,7 +182,7 @@ func (m *Metadata) CurrentSchema() *iceberg.Schema {
 // Spec is the default partition spec, or nil.
 func (m *Metadata) Spec() *iceberg.PartitionSpec {
 	for i := range m.PartitionSpecs {
-		if m.PartitionSpecs[i].ID() == m.DefaultSpecID {
+		if m.PartitionSpecs[i].ID == m.DefaultSpecID {
 			return &m.PartitionSpecs[i]
 		}
 	}
@@ -227,7 +228,7 @@ func New(location string, sc *iceberg.Schema, spec iceberg.PartitionSpec, props 
 	}
 	sc = iceberg.NewSchemaWithIdentifiers(0, sc.IdentifierFieldIDs, sc.Fields()...)
 	lastPart := 999 // Iceberg's partition field ids start at 1000
-	for _, f := range spec.Fields() {
+	for _, f := range spec.Fields {
 		lastPart = max(lastPart, f.FieldID)
 	}
 	props = maps.Clone(props)
@@ -243,7 +244,7 @@ func New(location string, sc *iceberg.Schema, spec iceberg.PartitionSpec, props 
 		LastColumnID:       sc.HighestFieldID(),
 		Schemas:            []*iceberg.Schema{sc},
 		PartitionSpecs:     []iceberg.PartitionSpec{spec},
-		DefaultSpecID:      spec.ID(),
+		DefaultSpecID:      spec.ID,
 		LastPartitionID:    lastPart,
 		Properties:         props,
 		Snapshots:          []Snapshot{},

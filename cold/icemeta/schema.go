@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/apache/iceberg-go"
+	"github.com/korvet/korvet/cold/iceberg"
 )
 
 // Change is one schema change: add an optional column at Path (its parent
@@ -17,9 +17,6 @@ type Change struct {
 	To   iceberg.Type
 	Doc  string
 }
-
-// rootID is the parent id of top-level columns in name mapping updates.
-const rootID = -1
 
 // Evolve returns m's current schema with the changes made, as the next
 // schema of the table, and the updates that commit it: add-schema,
@@ -49,11 +46,7 @@ func Evolve(m *Metadata, changes []Change) (*iceberg.Schema, []Update, error) {
 					return nil, nil, fmt.Errorf("add column %s: it exists", name)
 				}
 			}
-			fresh, err := iceberg.AssignFreshSchemaIDs(iceberg.NewSchema(0, iceberg.NestedField{Name: col, Type: c.Add, Doc: c.Doc}), next)
-			if err != nil {
-				return nil, nil, fmt.Errorf("add column %s: %w", name, err)
-			}
-			f := fresh.Field(0)
+			f := iceberg.AssignFreshSchemaIDs(iceberg.NewSchema(0, iceberg.NestedField{Name: col, Type: c.Add, Doc: c.Doc}), next).Field(0)
 			st.FieldList = append(st.FieldList, f)
 			adds[parentID] = append(adds[parentID], f)
 			continue
@@ -84,11 +77,7 @@ func Evolve(m *Metadata, changes []Change) (*iceberg.Schema, []Update, error) {
 		return nil, nil, err
 	}
 	if nm != nil && len(adds) > 0 {
-		nm, err = iceberg.UpdateNameMapping(nm, nil, adds)
-		if err != nil {
-			return nil, nil, fmt.Errorf("update the name mapping: %w", err)
-		}
-		b, err := json.Marshal(nm)
+		b, err := json.Marshal(iceberg.AddToNameMapping(nm, adds))
 		if err != nil {
 			return nil, nil, fmt.Errorf("encode the name mapping: %w", err)
 		}
@@ -98,9 +87,9 @@ func Evolve(m *Metadata, changes []Change) (*iceberg.Schema, []Update, error) {
 }
 
 // structAt finds the struct at path (a list's element or a map's value
-// when the path names a list or map) and its field id (rootID at the top).
+// when the path names a list or map) and its field id (iceberg.RootID at the top).
 func structAt(root *iceberg.StructType, path []string) (int, *iceberg.StructType, error) {
-	id, t := rootID, iceberg.Type(root)
+	id, t := iceberg.RootID, iceberg.Type(root)
 	for i, name := range path {
 		switch x := t.(type) {
 		case *iceberg.StructType:

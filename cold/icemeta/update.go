@@ -7,7 +7,7 @@ import (
 	"maps"
 	"slices"
 
-	"github.com/apache/iceberg-go"
+	"github.com/korvet/korvet/cold/iceberg"
 )
 
 // Update is one change of a commit, in the REST catalog spec's form (the

@@ -85,6 +85,24 @@ func (s Space) Stream(topic string, partition int32, segment int64) string {
 	return s.prefix + ":storage:local:" + s.part(topic, partition) + ":" + strconv.FormatInt(segment, 10)
 }
 
+// AppendStream appends Stream(topic, partition, segment) to dst, for a
+// read path that builds the key into a reused buffer.
+func (s Space) AppendStream(dst []byte, topic string, partition int32, segment int64) []byte {
+	dst = append(dst, s.prefix...)
+	dst = append(dst, ":storage:local:"...)
+	if s.cluster {
+		dst = append(dst, '{')
+	}
+	dst = append(dst, topic...)
+	dst = append(dst, ':')
+	dst = strconv.AppendInt(dst, int64(partition), 10)
+	if s.cluster {
+		dst = append(dst, '}')
+	}
+	dst = append(dst, ':')
+	return strconv.AppendInt(dst, segment, 10)
+}
+
 // Batches is a stream with one small entry per committed append, with ID
 // "<last offset>-1": the running max timestamp and the running byte total.
 // It answers ListOffsets by time and drives retention.

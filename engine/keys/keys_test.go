@@ -129,7 +129,8 @@ func checkLayout(t *testing.T, cluster bool) {
 	}
 	typ := reflect.TypeFor[Space]()
 	for i := range typ.NumMethod() {
-		if name := typ.Method(i).Name; built[name] == "" && name != "Prefix" && name != "IsCluster" {
+		// AppendStream builds Stream's key (TestAppendStream).
+		if name := typ.Method(i).Name; built[name] == "" && name != "Prefix" && name != "IsCluster" && name != "AppendStream" {
 			t.Errorf("Space.%s is not in this test: add it here and to Layout", name)
 		}
 	}
@@ -225,6 +226,21 @@ func TestClusterKeysShareSlots(t *testing.T) {
 	for _, k := range []string{New("korvet", false).Stream("orders", 3, 0), New("korvet", false).Topics()} {
 		if strings.ContainsAny(k, "{}") {
 			t.Errorf("standalone key %s has braces", k)
+		}
+	}
+}
+
+// AppendStream builds Stream's bytes, in both layouts.
+func TestAppendStream(t *testing.T) {
+	for _, s := range []Space{New(Default, false), New(Default, true), New("other", false)} {
+		for _, c := range []struct {
+			topic string
+			part  int32
+			seg   int64
+		}{{"t", 0, 0}, {"orders.v2", 11, 12345678901}, {"{x}", 3, 7}} {
+			if got, want := string(s.AppendStream([]byte("junk"), c.topic, c.part, c.seg)), "junk"+s.Stream(c.topic, c.part, c.seg); got != want {
+				t.Errorf("AppendStream %+v: %q, want %q", c, got, want)
+			}
 		}
 	}
 }

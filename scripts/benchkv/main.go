@@ -7,6 +7,7 @@
 //	benchkv -mode quiesce -redis redis://127.0.0.1:6379/0
 //	benchkv -mode xrange -redis redis://127.0.0.1:6379/0 -topic t
 //	benchkv -mode serve -listen 127.0.0.1:8090 -size 256
+//	benchkv -mode serve -listen 127.0.0.1:8091 -size 256 -xrange -redis redis://127.0.0.1:6379/0 -topic t
 //
 // produce creates a compacted topic and writes one record per key
 // (-keyfmt, default k-%07d) with -size byte values. read first waits for
@@ -17,11 +18,17 @@
 // "RESULT key=value ..." for the script. With -ref, read also measures a
 // minimal net/http handler (benchkv -mode serve: every request gets the
 // same -size bytes) with the same load generator, the reference for
-// korvet's HTTP path; with -cpu name=pid,... it prints the CPU time each
+// korvet's HTTP path, and with -refx one that reads one entry of the
+// topic with XRANGE before it answers (benchkv -mode serve -xrange), the
+// least I/O and code a GET of the log can do, korvet's floor; with -cpu
+// name=pid,... it prints the CPU time each
 // of those processes (and this one) used during each throughput run; with
 // -perf-pid it records a perf profile of that process during korvet's
-// throughput run into -perf-out. xrange is the floor of an index
-// rebuild: it reads every entry of the topic's streams with XRANGEs of
+// throughput run into -perf-out. -client picks the HTTP client of the
+// read figures, the same for korvet and the reference: lean (default), a
+// keep-alive HTTP/1.1 loop per client that allocates nothing (lean.go),
+// or net/http's client, which costs several times the CPU of a small
+// answer. xrange is the floor of an index rebuild: it reads every entry of the topic's streams with XRANGEs of
 // 1000 entries, 6 in flight per stream (as the rebuild reads), the
 // streams in parallel, and drops the replies unread.
 package main
@@ -65,9 +72,12 @@ type options struct {
 	timeout     time.Duration
 	listen      string
 	refURL      string
+	refXURL     string
+	xrange      bool
 	cpu         []cpuProc
 	perfPID     int
 	perfOut     string
+	client      string
 }
 
 func main() {
@@ -88,15 +98,22 @@ func main() {
 	flag.DurationVar(&o.timeout, "timeout", 10*time.Minute, "give up after this long")
 	flag.StringVar(&o.listen, "listen", "127.0.0.1:8090", "address of the reference handler (serve)")
 	flag.StringVar(&o.refURL, "ref", "", "base URL of a benchkv -mode serve, the reference handler (read)")
+	flag.StringVar(&o.refXURL, "refx", "", "base URL of a benchkv -mode serve -xrange, the reference handler that reads one entry first (read)")
+	flag.BoolVar(&o.xrange, "xrange", false, "serve: read one entry of -topic's streams from -redis with XRANGE before each answer")
 	var cpu string
 	flag.StringVar(&cpu, "cpu", "", "name=pid,... of processes whose CPU time to report per throughput run (read)")
 	flag.IntVar(&o.perfPID, "perf-pid", 0, "record a perf profile of this process during korvet's throughput run (read)")
 	flag.StringVar(&o.perfOut, "perf-out", "perf.data", "where -perf-pid writes its profile")
+	flag.StringVar(&o.client, "client", "lean", "HTTP client of the read figures: lean (a keep-alive HTTP/1.1 loop, lean.go) or net/http")
 	flag.Parse()
 	o.brokers = strings.Split(brokers, ",")
 	var err error
 	if o.cpu, err = parseCPU(cpu); err != nil {
 		fmt.Fprintf(os.Stderr, "benchkv: -cpu: %v\n", err)
+		os.Exit(2)
+	}
+	if o.client != "lean" && o.client != "net/http" {
+		fmt.Fprintf(os.Stderr, "benchkv: -client: want lean or net/http, got %q\n", o.client)
 		os.Exit(2)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
@@ -228,26 +245,49 @@ func read(ctx context.Context, o options) error {
 	for i := range order {
 		order[i] = rng.IntN(o.keys)
 	}
-	// getFrom reads key i from the KV route of base (korvet, or the
-	// reference handler) and checks the answer's status and size.
-	getFrom := func(base string) func(i int) error {
-		return func(i int) error {
-			res, err := hc.Get(base + "/v1/kv/" + o.topic + "/" + keys[i])
-			if err != nil {
-				return err
+	// getFrom returns a maker of GET functions for the KV route of base
+	// (korvet, or the reference handler): each reads key i and checks the
+	// answer's status and size, and each client (goroutine) makes its
+	// own. -client lean: one keep-alive connection per client, read
+	// without allocating (lean.go); net/http: one shared http.Client.
+	getFrom := func(base string) func() (func(i int) error, func()) {
+		return func() (func(i int) error, func()) {
+			check := func(i, status, n int) error {
+				if status != 200 || n != o.size {
+					return fmt.Errorf("GET %s from %s: %d, %d bytes", keys[i], base, status, n)
+				}
+				return nil
 			}
-			n, err := io.Copy(io.Discard, res.Body)
-			res.Body.Close()
-			if err != nil {
-				return err
+			prefix := "/v1/kv/" + o.topic + "/"
+			if o.client == "lean" {
+				lc, err := newLeanConn(base, 10*time.Second)
+				if err != nil {
+					return func(int) error { return err }, func() {}
+				}
+				return func(i int) error {
+					status, n, err := lc.get(prefix + keys[i])
+					if err != nil {
+						return err
+					}
+					return check(i, status, n)
+				}, lc.close
 			}
-			if res.StatusCode != 200 || int(n) != o.size {
-				return fmt.Errorf("GET %s from %s: %d, %d bytes", keys[i], base, res.StatusCode, n)
-			}
-			return nil
+			return func(i int) error {
+				res, err := hc.Get(base + prefix + keys[i])
+				if err != nil {
+					return err
+				}
+				n, err := io.Copy(io.Discard, res.Body)
+				res.Body.Close()
+				if err != nil {
+					return err
+				}
+				return check(i, res.StatusCode, int(n))
+			}, func() {}
 		}
 	}
-	get := getFrom(o.httpURL)
+	get, closeGet := getFrom(o.httpURL)()
+	defer closeGet()
 	// Warm the connection and the caches a little, as a client would be.
 	for i := range 200 {
 		if err := get(order[i%len(order)]); err != nil {
@@ -270,7 +310,7 @@ func read(ctx context.Context, o options) error {
 		return err
 	}
 	cpu0 := cpuTimes(o.cpu)
-	kRate, err := throughput(ctx, o, func(rng *rand.Rand) error { return get(rng.IntN(o.keys)) })
+	kRate, err := throughput(ctx, o, keyed(o, getFrom(o.httpURL)))
 	cpu1 := cpuTimes(o.cpu)
 	if perr := stopPerf(); err == nil && perr != nil {
 		err = perr
@@ -281,29 +321,47 @@ func read(ctx context.Context, o options) error {
 	fmt.Printf("korvet GET /v1/kv with %d clients: %.0f reads/s\n", o.concurrency, kRate)
 	printCPU("korvet GET throughput", o.cpu, cpu0, cpu1)
 
-	// The reference: the same load generator against a minimal net/http
-	// handler answering the same number of bytes.
-	var rp50, rp99, rRate float64
-	if o.refURL != "" {
-		refGet := getFrom(o.refURL)
+	// The references: the same load generator against a minimal net/http
+	// handler answering the same number of bytes, and (-refx) one that
+	// first reads one entry with XRANGE.
+	measureRef := func(what, url string) (p50, p99, rate float64, err error) {
+		refGet, closeRef := getFrom(url)()
+		defer closeRef()
+		for i := range 200 {
+			if err := refGet(order[i%len(order)]); err != nil {
+				return 0, 0, 0, err
+			}
+		}
 		lat = lat[:0]
 		for _, i := range order {
 			t0 := time.Now()
 			if err := refGet(i); err != nil {
-				return err
+				return 0, 0, 0, err
 			}
 			lat = append(lat, time.Since(t0))
 		}
 		slices.Sort(lat)
-		rp50, rp99 = pct(lat, 0.50), pct(lat, 0.99)
-		fmt.Printf("reference net/http handler: p50 %.3f ms, p99 %.3f ms\n", rp50, rp99)
+		p50, p99 = pct(lat, 0.50), pct(lat, 0.99)
+		fmt.Printf("%s: p50 %.3f ms, p99 %.3f ms\n", what, p50, p99)
 		cpu0 := cpuTimes(o.cpu)
-		if rRate, err = throughput(ctx, o, func(rng *rand.Rand) error { return refGet(rng.IntN(o.keys)) }); err != nil {
-			return err
+		if rate, err = throughput(ctx, o, keyed(o, getFrom(url))); err != nil {
+			return 0, 0, 0, err
 		}
 		cpu1 := cpuTimes(o.cpu)
-		fmt.Printf("reference net/http handler with %d clients: %.0f reads/s\n", o.concurrency, rRate)
-		printCPU("reference throughput", o.cpu, cpu0, cpu1)
+		fmt.Printf("%s with %d clients: %.0f reads/s\n", what, o.concurrency, rate)
+		printCPU(what+" throughput", o.cpu, cpu0, cpu1)
+		return p50, p99, rate, nil
+	}
+	var rp50, rp99, rRate, xp50, xp99, xRate float64
+	if o.refURL != "" {
+		if rp50, rp99, rRate, err = measureRef("reference net/http handler", o.refURL); err != nil {
+			return err
+		}
+	}
+	if o.refXURL != "" {
+		if xp50, xp99, xRate, err = measureRef("reference handler with one XRANGE", o.refXURL); err != nil {
+			return err
+		}
 	}
 
 	// The floor: the same values materialized as plain Redis strings, read
@@ -346,7 +404,9 @@ func read(ctx context.Context, o options) error {
 	slices.Sort(lat)
 	fp50, fp99 := pct(lat, 0.50), pct(lat, 0.99)
 	fmt.Printf("floor: Redis GET of a copy: p50 %.3f ms, p99 %.3f ms\n", fp50, fp99)
-	fRate, err := throughput(ctx, o, func(rng *rand.Rand) error { return rget(rng.IntN(o.keys)) })
+	fRate, err := throughput(ctx, o, func() (func(*rand.Rand) error, func()) {
+		return func(rng *rand.Rand) error { return rget(rng.IntN(o.keys)) }, func() {}
+	})
 	if err != nil {
 		return err
 	}
@@ -361,20 +421,35 @@ func read(ctx context.Context, o options) error {
 			pl.Reset()
 		}
 	}
-	fmt.Printf("RESULT p50_ms=%.3f p99_ms=%.3f floor_p50_ms=%.3f floor_p99_ms=%.3f rps=%.0f floor_rps=%.0f ref_p50_ms=%.3f ref_p99_ms=%.3f ref_rps=%.0f\n",
-		kp50, kp99, fp50, fp99, kRate, fRate, rp50, rp99, rRate)
+	fmt.Printf("RESULT p50_ms=%.3f p99_ms=%.3f floor_p50_ms=%.3f floor_p99_ms=%.3f rps=%.0f floor_rps=%.0f ref_p50_ms=%.3f ref_p99_ms=%.3f ref_rps=%.0f refx_p50_ms=%.3f refx_p99_ms=%.3f refx_rps=%.0f\n",
+		kp50, kp99, fp50, fp99, kRate, fRate, rp50, rp99, rRate, xp50, xp99, xRate)
 	return nil
 }
 
-// throughput runs fn from o.concurrency goroutines for o.duration.
-func throughput(ctx context.Context, o options, fn func(*rand.Rand) error) (float64, error) {
+// keyed turns a maker of GET functions of key i into one of random GETs.
+func keyed(o options, mk func() (func(i int) error, func())) func() (func(*rand.Rand) error, func()) {
+	return func() (func(*rand.Rand) error, func()) {
+		get, done := mk()
+		return func(rng *rand.Rand) error { return get(rng.IntN(o.keys)) }, done
+	}
+}
+
+// throughput runs o.concurrency clients for o.duration, each calling its
+// own fn (made by mk) in a loop.
+func throughput(ctx context.Context, o options, mk func() (fn func(*rand.Rand) error, done func())) (float64, error) {
 	ctx, cancel := context.WithTimeout(ctx, o.duration)
 	defer cancel()
 	var n atomic.Int64
 	var wg sync.WaitGroup
 	var failed atomic.Pointer[error]
+	fns := make([]func(*rand.Rand) error, o.concurrency)
+	for w := range fns {
+		fn, done := mk()
+		defer done()
+		fns[w] = fn
+	}
 	start := time.Now()
-	for w := range o.concurrency {
+	for w, fn := range fns {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
