@@ -127,6 +127,16 @@ func (f *framer) element(buf []byte) (done bool, err error) {
 		default:
 			return false, &errProtocol{fmt.Sprintf("unexpected byte %q at start of reply", typ)}
 		}
+		if typ == redcon.Bulk || typ == redcon.Array {
+			// The common case, a whole header line in buf, read in one
+			// pass; anything else (cut short, malformed) below.
+			if n, next, ok := lenLine(buf[f.pos:]); ok && n <= f.max {
+				if done, err := f.header(typ, n, f.pos+next); done || err != nil {
+					return done, err
+				}
+				continue
+			}
+		}
 		if f.scan <= f.pos {
 			f.scan = f.pos + 1
 		}
@@ -162,28 +172,35 @@ func (f *framer) element(buf []byte) (done bool, err error) {
 		if n > f.max {
 			return false, fmt.Errorf("reply larger than MaxReplyBytes (%d): length %d", f.max, n)
 		}
-		f.pos = next
-		if typ == redcon.Bulk {
-			if n >= 0 {
-				f.body = n + 2
-				if err := f.checkSize(f.pos + f.body); err != nil {
-					return false, err
-				}
-			}
-			return true, nil
-		}
-		if n <= 0 { // null or empty array
-			return true, nil
-		}
-		if f.depth == maxDepth {
-			return false, &errProtocol{fmt.Sprintf("arrays nested deeper than %d", maxDepth)}
-		}
-		f.left[f.depth] = n
-		f.depth++
-		if err := f.checkSize(f.pos); err != nil {
-			return false, err
+		if done, err := f.header(typ, n, next); done || err != nil {
+			return done, err
 		}
 	}
+}
+
+// header takes the header of a bulk string or an array of length n (-1:
+// null), whose line ends before next: done as element's, false for an
+// array whose elements follow.
+func (f *framer) header(typ byte, n, next int) (done bool, err error) {
+	f.pos = next
+	if typ == redcon.Bulk {
+		if n >= 0 {
+			f.body = n + 2
+			if err := f.checkSize(f.pos + f.body); err != nil {
+				return false, err
+			}
+		}
+		return true, nil
+	}
+	if n <= 0 { // null or empty array
+		return true, nil
+	}
+	if f.depth == maxDepth {
+		return false, &errProtocol{fmt.Sprintf("arrays nested deeper than %d", maxDepth)}
+	}
+	f.left[f.depth] = n
+	f.depth++
+	return false, f.checkSize(f.pos)
 }
 
 // validInt accepts what Redis sends for integers: -?[0-9]{1,20}.
