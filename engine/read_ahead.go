@@ -137,6 +137,10 @@ func (r *ReadResult) Held() int {
 		cap(r.Txns)*int(unsafe.Sizeof(record.Txn{})) + r.dec.Held()
 }
 
+// Size is what the records count (Record.Size) when they were read from
+// Redis; 0 for the cold tier's.
+func (r *ReadResult) Size() int { return r.size }
+
 // Cut tells whether the read stopped at its limits before the end of
 // what it could read: more records may follow the last one.
 func (r *ReadResult) Cut() bool { return r.cut }

@@ -236,15 +236,20 @@ func (c *conn) writeLoop() {
 			bw = bufio.NewWriterSize(c.nc, 64<<10)
 		}
 		ok := c.writeSlot(bw, sl, broken)
+		if sl.frame != nil {
+			if ok {
+				c.answered.Store(true)
+			}
+			// Written, or never to be: bufio keeps no reference.
+			c.s.bufs.put(sl.frame)
+			sl.frame = nil
+		}
 		c.budget.release(sl.reserved)
 		c.inflight.Add(-1)
 		c.touch()
 		if !ok {
 			broken = true
 			continue
-		}
-		if sl.frame != nil {
-			c.answered.Store(true)
 		}
 		if len(c.out) == 0 {
 			if err := bw.Flush(); err != nil {

@@ -104,12 +104,15 @@ func (c *conn) dispatch(ctx context.Context, body []byte, sl *slot) bool {
 				sl.reserved -= extra
 			}
 			observe(resp, len(sl.frame))
+			if sl.frame != nil {
+				c.s.recycle(resp) // the frame holds a copy
+			}
 		}()
 		resp = finish()
 		if resp == nil {
 			return // acks=0 produce: no answer
 		}
-		sl.frame = encodeResponse(h.correlation, h.flexibleResponse(), resp)
+		sl.frame = c.s.encode(h.correlation, h.flexibleResponse(), resp)
 	}()
 	return !c.hangup
 }

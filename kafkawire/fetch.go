@@ -241,7 +241,7 @@ func clearFetchHints(resp *kmsg.FetchResponse) {
 // offset of the last record returned.
 func (s *Server) fetchBatches(ctx context.Context, p *engine.Partition, res *engine.ReadResult, limit int, below int64) (b []byte, last int64, err error) {
 	last = res.Records[len(res.Records)-1].Offset
-	b, err = s.buildBatches(res.Records, res.Codecs, res.Txns)
+	b, err = s.buildBatches(res.Records, res.Codecs, res.Txns, res.Size())
 	if err != nil || len(b) >= limit/2 || !allCompressed(res.Codecs, len(res.Records)) {
 		return b, last, err
 	}
@@ -267,8 +267,11 @@ func (s *Server) fetchBatches(ctx context.Context, p *engine.Partition, res *eng
 	if len(res.Txns) > 0 || len(more.Txns) > 0 {
 		txns = append(fillTxns(slices.Clip(res.Txns), len(res.Records)), fillTxns(more.Txns, len(more.Records))...)
 	}
-	if b2, err := s.buildBatches(recs, codecs, txns); err == nil && len(b2) <= limit {
+	if b2, err := s.buildBatches(recs, codecs, txns, res.Size()+more.Size()); err == nil && len(b2) <= limit {
+		s.bufs.put(b)
 		return b2, more.Records[len(more.Records)-1].Offset, nil
+	} else if err == nil {
+		s.bufs.put(b2)
 	}
 	return b, last, nil
 }
@@ -329,10 +332,15 @@ const noLeaderEpoch = -1
 // A transactional batch carries its producer and the transactional bit,
 // a marker is a control batch of its own, as Kafka writes them; base
 // sequence -1 (clients do not check sequences on consume).
-func (s *Server) buildBatches(recs []record.Record, codecs []int8, txns []record.Txn) ([]byte, error) {
+//
+// size is what the records count (Record.Size; 0: unknown), to size the
+// answer's buffer, which comes from s.bufs.
+func (s *Server) buildBatches(recs []record.Record, codecs []int8, txns []record.Txn, size int) ([]byte, error) {
 	enc := s.encoders.Get().(*batch.Encoder)
 	defer s.encoders.Put(enc)
-	var out []byte
+	// Per record, its length, attributes and deltas, a few bytes more
+	// than Record.Size counts for them; per batch its header.
+	out := s.bufs.get(size + 8*len(recs) + batch.BatchHeaderSize)
 	hasCodecs, hasTxns := len(codecs) == len(recs), len(txns) == len(recs)
 	for i := 0; i < len(recs); {
 		codec := int8(0)

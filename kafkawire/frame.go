@@ -128,7 +128,12 @@ func skipTags(b []byte) ([]byte, error) {
 // encodeResponse frames a response: size, correlation id, an empty tag
 // section for flexible headers, then the body.
 func encodeResponse(correlation int32, flexible bool, r kmsg.Response) []byte {
-	buf := make([]byte, 8, 256)
+	return appendResponse(make([]byte, 0, responseSizeHint(r)), correlation, flexible, r)
+}
+
+// appendResponse is encodeResponse into buf, which must be empty.
+func appendResponse(buf []byte, correlation int32, flexible bool, r kmsg.Response) []byte {
+	buf = append(buf, 0, 0, 0, 0, 0, 0, 0, 0)
 	binary.BigEndian.PutUint32(buf[4:], uint32(correlation))
 	if flexible {
 		buf = append(buf, 0)
@@ -136,4 +141,24 @@ func encodeResponse(correlation int32, flexible bool, r kmsg.Response) []byte {
 	buf = r.AppendTo(buf)
 	binary.BigEndian.PutUint32(buf, uint32(len(buf)-4))
 	return buf
+}
+
+// responseSizeHint is the buffer to encode r into: a fetch answer's
+// record batches and room for the rest, so that megabytes of batches are
+// copied once rather than into buffers doubling from 256 bytes.
+func responseSizeHint(r kmsg.Response) int {
+	fr, ok := r.(*kmsg.FetchResponse)
+	if !ok {
+		return 256
+	}
+	n := 256
+	for i := range fr.Topics {
+		t := &fr.Topics[i]
+		n += 64 + len(t.Topic)
+		for j := range t.Partitions {
+			p := &t.Partitions[j]
+			n += 96 + len(p.RecordBatches) + 32*len(p.AbortedTransactions)
+		}
+	}
+	return n
 }

@@ -122,6 +122,7 @@ type Server struct {
 	apis     map[kmsg.Key]apiDef
 	decoders sync.Pool // *batchDecoder
 	encoders sync.Pool // *batch.Encoder
+	bufs     bufPool   // fetch answers' batches and frames (bufpool.go)
 
 	mu    sync.Mutex
 	conns map[*conn]struct{}

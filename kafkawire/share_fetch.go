@@ -284,7 +284,7 @@ func (c *conn) shareFetchPartition(ctx context.Context, group, member string, p 
 	if len(recs.Records) == 0 {
 		return nil, 0, 0
 	}
-	b, err := c.s.buildBatches(recs.Records, recs.Codecs, recs.Txns)
+	b, err := c.s.buildBatches(recs.Records, recs.Codecs, recs.Txns, 0)
 	sp := newSharePartition(p.ID())
 	if err != nil {
 		// The records stay acquired and are redelivered when their lock
