@@ -264,6 +264,20 @@ func parseInt(b []byte) (int64, bool) {
 	if len(b) == 0 {
 		return 0, false
 	}
+	if len(b) <= 18 {
+		// Cannot overflow (a millisecond timestamp has 13 digits).
+		var n int64
+		for _, c := range b {
+			if c < '0' || c > '9' {
+				return 0, false
+			}
+			n = n*10 + int64(c-'0')
+		}
+		if neg {
+			return -n, true
+		}
+		return n, true
+	}
 	limit := uint64(1<<63 - 1)
 	if neg {
 		limit = 1 << 63

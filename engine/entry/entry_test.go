@@ -383,7 +383,7 @@ func TestDecodedSlicesAreCapped(t *testing.T) {
 }
 
 func TestParseInt(t *testing.T) {
-	for _, s := range []string{"0", "-0", "1", "-1", "9223372036854775807", "-9223372036854775808", "007"} {
+	for _, s := range []string{"0", "-0", "1", "-1", "1700000000000", "999999999999999999", "-999999999999999999", "1000000000000000000", "9223372036854775807", "-9223372036854775808", "007"} {
 		var want int64
 		fmt.Sscan(s, &want)
 		if got, ok := parseInt([]byte(s)); !ok || got != want {
