@@ -125,6 +125,9 @@ func BenchmarkFetch(b *testing.B) {
 // A fetch costs a fixed few allocations whatever its records: the read
 // decodes in place into pooled slices and the answer is one buffer.
 func TestFetchAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts mean nothing under the race detector")
+	}
 	const n = 50_000
 	fb := newFetchBench(t, n, Options{NoFetchReadAhead: true})
 	var allocs [2]float64

@@ -1,0 +1,5 @@
+//go:build !race
+
+package kafkawire
+
+const raceEnabled = false
