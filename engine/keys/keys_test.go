@@ -120,6 +120,7 @@ func checkLayout(t *testing.T, cluster bool) {
 		"ShareCold":          s.ShareCold("billing", "orders", 3),
 		"ConsumerGroupState": s.ConsumerGroupState("billing"),
 		"Aborted":            s.Aborted("orders", 3),
+		"Fence":              s.Fence("orders", 3),
 		"Transactions":       s.Transactions(),
 		"GroupTxnOffsets":    s.GroupTxnOffsets("billing"),
 		"Schemas":            s.Schemas(),
