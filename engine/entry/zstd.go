@@ -52,7 +52,18 @@ type Compressor struct {
 	// in and out count value bytes offered and bytes stored for them
 	// since the last Observed, for the owner's ratio sampling.
 	in, out atomic.Int64
+	// misses counts the values in a row that came out no smaller, probes
+	// the values passed over since (see Compress).
+	misses, probes atomic.Int64
 }
+
+// A topic whose values do not compress (media, encrypted or random
+// bytes, values compressed by the producer's application) would pay a
+// zstd attempt per value for nothing: after futileRun values in a row
+// came out no smaller, only one value in futileProbe is tried, until one
+// compresses again. Measured on 256-byte random values: the attempt cost
+// more than the rest of the append (bench-memory.sh, workload (c)).
+const futileRun, futileProbe = 64, 64
 
 // NewCompressor returns a Compressor for dictionary version (0 with dict
 // nil: no dictionary). dict is a zstd dictionary whose ID is version.
@@ -172,10 +183,22 @@ func (c *DictCache) Close() {
 
 // Compress appends value compressed by c to dst and reports whether that
 // is smaller than value: only then does the Encoder store it compressed.
+// While the topic's values keep coming out no smaller, most are not tried
+// (futileRun): then it reports false at once.
 func (c *Compressor) Compress(dst, value []byte) ([]byte, bool) {
+	if c.misses.Load() >= futileRun && c.probes.Add(1)%futileProbe != 0 {
+		return dst, false
+	}
 	n := len(dst)
 	dst = c.enc.EncodeAll(value, dst)
-	return dst, len(dst)-n < len(value)
+	if len(dst)-n < len(value) {
+		if c.misses.Load() != 0 {
+			c.misses.Store(0)
+		}
+		return dst, true
+	}
+	c.misses.Add(1)
+	return dst, false
 }
 
 // UseFrame hands the Encoder the next record's value already compressed

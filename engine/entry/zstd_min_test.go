@@ -63,3 +63,50 @@ func TestZstdNoAllocs(t *testing.T) {
 		t.Errorf("Encoder with a precompressed frame: %.1f allocations per record, want 0", n)
 	}
 }
+
+// TestZstdFutileValues: once a topic's values keep coming out no smaller,
+// most are not tried, so a compressible value after a run of random ones
+// may go uncompressed for up to futileProbe values, until a probe
+// compresses it; from then on every value is tried again.
+func TestZstdFutileValues(t *testing.T) {
+	c := newCompressor(t, 1, testDict(t, 1))
+	random := make([]byte, 256)
+	seed := uint32(7)
+	for i := range random {
+		seed = seed*1664525 + 1013904223
+		random[i] = byte(seed >> 24)
+	}
+	for i := range futileRun {
+		if _, ok := c.Compress(nil, random); ok {
+			t.Fatalf("random value %d compressed", i)
+		}
+	}
+	doc := sensorDoc(4)
+	skipped := 0
+	for {
+		if _, ok := c.Compress(nil, doc); ok {
+			break
+		}
+		if skipped++; skipped > futileProbe {
+			t.Fatalf("%d compressible values in a row went uncompressed after a futile run: no probe", skipped)
+		}
+	}
+	if skipped == 0 {
+		t.Fatal("after a futile run the first value was still tried: nothing is skipped")
+	}
+	for i := range 2 * futileProbe {
+		if _, ok := c.Compress(nil, doc); !ok {
+			t.Fatalf("value %d after a probe compressed: not tried", i)
+		}
+	}
+	// A value that does not compress now and then keeps every one tried.
+	for i := range 4 * futileRun {
+		v := doc
+		if i%8 == 0 {
+			v = random
+		}
+		if _, ok := c.Compress(nil, v); ok == (i%8 == 0) {
+			t.Fatalf("value %d of a mostly compressible run: compressed %v", i, ok)
+		}
+	}
+}
