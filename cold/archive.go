@@ -73,6 +73,10 @@ func (ts *topicState) forget() { ts.meta, ts.loc, ts.manifests, ts.files = nil, 
 // transaction info: empty when none of them is transactional, else one
 // entry per record (ProducerID -1 for a record outside transactions).
 //
+// Segments of one topic upload concurrently; their commits take turns,
+// and files whose uploads finished while a commit was running go into the
+// table together, in the next commit (one snapshot adding them all).
+//
 // A table without the transaction columns (created before they existed, or
 // just now) gets them (Iceberg schema evolution) in the commit that adds
 // the file.
@@ -92,23 +96,27 @@ func (s *Store) Archive(ctx context.Context, ref SegmentRef, next func() ([]reco
 		return DataFile{}, fmt.Errorf("archive %s/%d segment %d: %w", ref.Topic, ref.Partition, ref.Segment, err)
 	}
 	typed := s.typedFor(ctx, ref.Topic)
+	// The table as it is now gives the file's location and typed columns;
+	// the upload runs without the lock.
 	ts.mu.Lock()
-	defer ts.mu.Unlock()
 	meta, err := s.loadTopic(ctx, ts, ref.Topic, &ref)
 	if err != nil {
+		ts.mu.Unlock()
 		return DataFile{}, fmt.Errorf("archive %s/%d segment %d: %w", ref.Topic, ref.Partition, ref.Segment, err)
 	}
 	p := dataPath(meta.Location, ref)
 	if e, ok := ts.files[p]; ok {
+		ts.mu.Unlock()
 		s.log.Info("cold: segment already archived", "topic", ref.Topic, "partition", ref.Partition, "segment", ref.Segment)
 		return toDataFile(&e.DataFile), nil
 	}
-
-	started := time.Now()
 	var plan *typedPlan
 	if typed != nil {
 		plan = s.planTyped(meta, ref.Topic, typed)
 	}
+	ts.mu.Unlock()
+
+	started := time.Now()
 	df, err := s.upload(ctx, meta, ref, p, next, plan)
 	if err != nil {
 		return DataFile{}, fmt.Errorf("archive %s/%d segment %d: %w", ref.Topic, ref.Partition, ref.Segment, err)
@@ -118,52 +126,167 @@ func (s *Store) Archive(ctx context.Context, ref SegmentRef, next func() ([]reco
 			return DataFile{}, err
 		}
 	}
-	props := map[string]string{
-		"korvet.partition": strconv.Itoa(int(ref.Partition)),
-		"korvet.segment":   strconv.FormatInt(ref.Segment, 10),
+	out, err := s.commitUploaded(ctx, ts, &uploaded{ref: ref, df: df, plan: plan, done: make(chan struct{})})
+	if err != nil {
+		return DataFile{}, fmt.Errorf("archive %s/%d segment %d: %w", ref.Topic, ref.Partition, ref.Segment, err)
+	}
+	s.log.Debug("cold: archived segment", "topic", ref.Topic, "partition", ref.Partition, "segment", ref.Segment,
+		"records", out.Records, "bytes", out.Bytes, "took", time.Since(started))
+	return out, nil
+}
+
+// uploaded is a data file written to the store and waiting for the commit
+// that adds it to the table.
+type uploaded struct {
+	ref  SegmentRef
+	df   *iceberg.DataFile
+	plan *typedPlan // nil: no typed columns
+	done chan struct{}
+	out  DataFile // set before done closes
+	err  error
+}
+
+// commitUploaded adds u's file to the table (group commit): u waits its
+// turn, and whoever gets the turn commits every file waiting by then.
+func (s *Store) commitUploaded(ctx context.Context, ts *topicState, u *uploaded) (DataFile, error) {
+	ts.waitMu.Lock()
+	ts.waiting = append(ts.waiting, u)
+	ts.waitMu.Unlock()
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	select {
+	case <-u.done: // an earlier turn committed it
+		return u.out, u.err
+	default:
+	}
+	ts.waitMu.Lock()
+	batch := ts.waiting
+	ts.waiting = nil
+	ts.waitMu.Unlock()
+	s.commitBatch(ctx, ts, u.ref.Topic, batch)
+	return u.out, u.err
+}
+
+// commitBatch commits uploaded files, as few commits as their typed
+// columns allow (files planned with the same value_fields go together),
+// and settles each. ts.mu must be held.
+func (s *Store) commitBatch(ctx context.Context, ts *topicState, topic string, batch []*uploaded) {
+	settle := func(us []*uploaded, err error) {
+		for _, u := range us {
+			if err == nil {
+				u.out = toDataFile(u.df)
+				if e, ok := ts.files[u.df.FilePath]; ok {
+					u.out = toDataFile(&e.DataFile) // another writer's, same segment
+				}
+			}
+			u.err = err
+			close(u.done)
+		}
+	}
+	for len(batch) > 0 {
+		var group, rest []*uploaded
+		for _, u := range batch {
+			if samePlan(u.plan, batch[0].plan) {
+				group = append(group, u)
+			} else {
+				rest = append(rest, u)
+			}
+		}
+		batch = rest
+		settle(group, s.commitGroup(ctx, ts, group))
+	}
+	if ts.meta != nil && len(ts.meta.Snapshots) > 2*s.keepSnaps {
+		// Each commit adds a snapshot: keep the list (and so the metadata
+		// file) short.
+		if err := s.expire(ctx, ts, topic, s.keepSnaps); err != nil {
+			s.log.Warn("cold: expire snapshots", "topic", topic, "err", err)
+		}
+	}
+}
+
+// samePlan reports whether files of plans a and b can be committed
+// together: both without typed columns, or with the same value_fields.
+func samePlan(a, b *typedPlan) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.field.Equals(b.field)
+}
+
+// commitGroup commits files of one plan in one snapshot, retrying after
+// lost races with other writers; files the table has meanwhile (a retry
+// after a crash, or another broker) are not added again. ts.mu must be
+// held.
+func (s *Store) commitGroup(ctx context.Context, ts *topicState, group []*uploaded) error {
+	ref := group[0].ref
+	// (After a failed commit the table is reloaded; loading also checks
+	// the topic id.)
+	meta, err := s.loadTopic(ctx, ts, ref.Topic, &ref)
+	if err != nil {
+		return err
 	}
 	for attempt := 0; ; attempt++ {
+		var add []*iceberg.DataFile
+		for _, u := range group {
+			if u.ref.TopicID != ref.TopicID {
+				return fmt.Errorf("%w: segments of two topic ids in one commit", ErrTopicMismatch)
+			}
+			if _, ok := ts.files[u.df.FilePath]; !ok {
+				add = append(add, u.df)
+			}
+		}
+		if len(add) == 0 {
+			return nil
+		}
 		var typed *schema.Typed
+		plan := group[0].plan
 		if plan != nil {
 			typed = plan.typed
 		}
 		sc, ups, f, err := s.evolveSchema(meta, typed)
 		if err == nil && plan != nil && !f.Equals(plan.field) {
-			// The file carries the planned ids: a table that changed
-			// meanwhile (another writer evolved it) needs the file
-			// written again.
+			// The files carry the planned ids: a table that changed
+			// meanwhile (another writer evolved it) needs them written
+			// again.
 			err = errors.New("the table's typed columns changed while the file was written")
 		}
 		if err != nil {
-			return DataFile{}, fmt.Errorf("archive %s/%d segment %d: %w", ref.Topic, ref.Partition, ref.Segment, err)
+			return err
 		}
-		err = s.appendFile(ctx, ts, ref.Topic, df, sc, ups, props)
+		err = s.appendFiles(ctx, ts, ref.Topic, add, sc, ups, commitProps(group))
 		if err == nil {
-			break
+			return nil
 		}
 		if !errors.Is(err, errCommitFailed) || attempt == maxCommitAttempts-1 {
-			return DataFile{}, fmt.Errorf("archive %s/%d segment %d: commit: %w", ref.Topic, ref.Partition, ref.Segment, err)
+			return fmt.Errorf("commit: %w", err)
 		}
 		// Another writer committed first: start again from its table,
-		// which may even hold this very file already.
+		// which may even hold these very files already.
 		if meta, err = s.reload(ctx, ts, ref.Topic, &ref, attempt); err != nil {
-			return DataFile{}, fmt.Errorf("archive %s/%d segment %d: %w", ref.Topic, ref.Partition, ref.Segment, err)
-		}
-		if have, ok := ts.files[p]; ok {
-			return toDataFile(&have.DataFile), nil
+			return err
 		}
 	}
-	out := toDataFile(df)
-	s.log.Debug("cold: archived segment", "topic", ref.Topic, "partition", ref.Partition, "segment", ref.Segment,
-		"records", out.Records, "bytes", out.Bytes, "took", time.Since(started))
-	if len(ts.meta.Snapshots) > 2*s.keepSnaps {
-		// Each archive adds a snapshot: keep the list (and so the
-		// metadata file) short.
-		if err := s.expire(ctx, ts, ref.Topic, s.keepSnaps); err != nil {
-			s.log.Warn("cold: expire snapshots", "topic", ref.Topic, "err", err)
+}
+
+// commitProps are the snapshot summary's korvet properties: the segment
+// a snapshot adds, or the segments ("partition/segment", comma-separated).
+func commitProps(group []*uploaded) map[string]string {
+	if len(group) == 1 {
+		return map[string]string{
+			"korvet.partition": strconv.Itoa(int(group[0].ref.Partition)),
+			"korvet.segment":   strconv.FormatInt(group[0].ref.Segment, 10),
 		}
 	}
-	return out, nil
+	var b []byte
+	for i, u := range group {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendInt(b, int64(u.ref.Partition), 10)
+		b = append(b, '/')
+		b = strconv.AppendInt(b, u.ref.Segment, 10)
+	}
+	return map[string]string{"korvet.segments": string(b)}
 }
 
 // maxCommitAttempts bounds the retries of a commit that lost a race with

@@ -1,0 +1,124 @@
+package cold
+
+import (
+	"context"
+	"reflect"
+	"runtime"
+	"testing"
+
+	"github.com/korvet/korvet/engine/record"
+	"github.com/korvet/korvet/engine/schema"
+)
+
+type typedKey struct{}
+
+// TestGroupCommit: segments of one topic upload at once, and files whose
+// uploads finished while a commit was running go into the table together:
+// one snapshot per set of typed columns. Every record is in the table
+// once, the typed files with their value_fields and the others without.
+func TestGroupCommit(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		s := openStore(t, b.cfg)
+		ctx := ctxT(t)
+		s.SetTyped(func(ctx context.Context, topic string) (*schema.Typed, error) {
+			if ctx.Value(typedKey{}) != nil {
+				return testTyped(false), nil
+			}
+			return nil, nil
+		})
+		seg0 := typedRecords(0, false)
+		if _, err := s.Archive(ctx, ref("group", 0, 0, 0, len(seg0)), chunked(seg0, 100)); err != nil {
+			t.Fatal(err)
+		}
+		ts := s.topicState("group")
+		ts.mu.Lock()
+		snaps := len(ts.meta.Snapshots)
+		ts.mu.Unlock()
+
+		// Four uploads (two of them with typed columns) finish, then wait
+		// while a commit holds the table; the next turn commits them all.
+		const n = 4
+		arrived, release := make(chan struct{}, n), make(chan struct{})
+		s.afterUpload = func() error {
+			arrived <- struct{}{}
+			<-release
+			return nil
+		}
+		segs := make([][]record.Record, n)
+		errs := make(chan error, n)
+		for i := range n {
+			segs[i] = typedRecords(int64(100*(i+1)), false)
+			c := ctx
+			if i%2 == 0 {
+				c = context.WithValue(ctx, typedKey{}, true)
+			}
+			go func() {
+				_, err := s.Archive(c, ref("group", int32(i%2), int64(i+1), int64(100*(i+1)), len(segs[i])), chunked(segs[i], 7))
+				errs <- err
+			}()
+		}
+		for range n {
+			<-arrived
+		}
+		ts.mu.Lock()
+		close(release)
+		for {
+			ts.waitMu.Lock()
+			w := len(ts.waiting)
+			ts.waitMu.Unlock()
+			if w == n {
+				break
+			}
+			runtime.Gosched()
+		}
+		ts.mu.Unlock()
+		for range n {
+			if err := <-errs; err != nil {
+				t.Fatal(err)
+			}
+		}
+		s.afterUpload = nil
+
+		ts.mu.Lock()
+		added := len(ts.meta.Snapshots) - snaps
+		ts.mu.Unlock()
+		if added != 2 {
+			t.Errorf("%d snapshots for two sets of typed columns, want 2", added)
+		}
+		files, err := openStore(t, b.cfg).Files(ctx, "group")
+		if err != nil || len(files) != n+1 {
+			t.Fatalf("%d files, %v", len(files), err)
+		}
+		total := len(seg0)
+		for _, sg := range segs {
+			total += len(sg)
+		}
+		if k := scanCount(t, s, "group"); k != total {
+			t.Fatalf("scan: %d rows, want %d", k, total)
+		}
+		_, got := scanTyped(t, s, "group")
+		typed := testTyped(false)
+		for i, sg := range segs {
+			for _, r := range sg {
+				var want any
+				if i%2 == 0 {
+					want = expectRow(typed, typed, r.Value)
+				}
+				if !reflect.DeepEqual(got[r.Offset], want) {
+					t.Errorf("segment %d offset %d: value_fields %#v, want %#v", i+1, r.Offset, got[r.Offset], want)
+				}
+			}
+		}
+		for _, f := range files {
+			recs, _, err := s.Read(ctx, f, f.MinOffset, 1<<30)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := seg0
+			if f.Segment > 0 {
+				want = segs[f.Segment-1]
+			}
+			equalRecords(t, recs, want)
+		}
+	})
+}
