@@ -66,16 +66,13 @@ func (s *Store) loadTopic(ctx context.Context, ts *topicState, topic string, cre
 func (ts *topicState) forget() { ts.meta, ts.loc, ts.manifests, ts.files = nil, "", nil, nil }
 
 // Archive writes one sealed segment as a Parquet file and commits it to the
-// topic's table. next returns the segment's records in offset order, a
-// chunk at a time, and io.EOF (or an empty chunk) at the end; chunks are
-// not retained after the following call, so memory stays bounded by a
-// chunk plus a row group. With each chunk next returns the records'
-// transaction info: empty when none of them is transactional, else one
-// entry per record (ProducerID -1 for a record outside transactions).
-//
-// Segments of one topic upload concurrently; their commits take turns,
-// and files whose uploads finished while a commit was running go into the
-// table together, in the next commit (one snapshot adding them all).
+// topic's table: Upload, then Commit. next returns the segment's records
+// in offset order, a chunk at a time, and io.EOF (or an empty chunk) at
+// the end; chunks are not retained after the following call, so memory
+// stays bounded by a chunk plus a row group. With each chunk next returns
+// the records' transaction info: empty when none of them is
+// transactional, else one entry per record (ProducerID -1 for a record
+// outside transactions).
 //
 // A table without the transaction columns (created before they existed, or
 // just now) gets them (Iceberg schema evolution) in the commit that adds
@@ -85,15 +82,42 @@ func (ts *topicState) forget() { ts.meta, ts.loc, ts.manifests, ts.files = nil, 
 // partition, segment), and a segment already in the table is returned as
 // it is without calling next.
 func (s *Store) Archive(ctx context.Context, ref SegmentRef, next func() ([]record.Record, []record.Txn, error)) (DataFile, error) {
-	if err := validTopic(ref.Topic); err != nil {
+	u, err := s.Upload(ctx, ref, next)
+	if err != nil {
 		return DataFile{}, err
 	}
+	return u.Commit(ctx)
+}
+
+// Upload is a segment's file in the store, on its way into the table.
+type Upload struct {
+	s      *Store
+	ts     *topicState
+	ref    SegmentRef
+	df     *iceberg.DataFile
+	plan   *typedPlan // nil: no typed columns
+	start  time.Time
+	queued time.Time     // when Commit queued it
+	done   chan struct{} // closed once out and err are set
+	out    DataFile
+	err    error
+}
+
+// Upload writes one sealed segment as a Parquet file (see Archive) and
+// returns it for Commit, which adds it to the table and must follow
+// (until it does, the topic's commits count the file as still
+// uploading). Segments of one topic upload concurrently. A segment the
+// table has already comes back committed, without a call of next.
+func (s *Store) Upload(ctx context.Context, ref SegmentRef, next func() ([]record.Record, []record.Txn, error)) (*Upload, error) {
+	if err := validTopic(ref.Topic); err != nil {
+		return nil, err
+	}
 	if ref.Partition < 0 || ref.Segment < 0 {
-		return DataFile{}, fmt.Errorf("cold: bad segment ref %+v", ref)
+		return nil, fmt.Errorf("cold: bad segment ref %+v", ref)
 	}
 	ts, err := s.topic(ctx, ref.Topic)
 	if err != nil {
-		return DataFile{}, fmt.Errorf("archive %s/%d segment %d: %w", ref.Topic, ref.Partition, ref.Segment, err)
+		return nil, fmt.Errorf("archive %s/%d segment %d: %w", ref.Topic, ref.Partition, ref.Segment, err)
 	}
 	typed := s.typedFor(ctx, ref.Topic)
 	// The table as it is now gives the file's location and typed columns;
@@ -102,76 +126,149 @@ func (s *Store) Archive(ctx context.Context, ref SegmentRef, next func() ([]reco
 	meta, err := s.loadTopic(ctx, ts, ref.Topic, &ref)
 	if err != nil {
 		ts.mu.Unlock()
-		return DataFile{}, fmt.Errorf("archive %s/%d segment %d: %w", ref.Topic, ref.Partition, ref.Segment, err)
+		return nil, fmt.Errorf("archive %s/%d segment %d: %w", ref.Topic, ref.Partition, ref.Segment, err)
 	}
+	u := &Upload{s: s, ts: ts, ref: ref, start: time.Now(), done: make(chan struct{})}
 	p := dataPath(meta.Location, ref)
 	if e, ok := ts.files[p]; ok {
 		ts.mu.Unlock()
 		s.log.Info("cold: segment already archived", "topic", ref.Topic, "partition", ref.Partition, "segment", ref.Segment)
-		return toDataFile(&e.DataFile), nil
+		u.out = toDataFile(&e.DataFile)
+		close(u.done)
+		return u, nil
 	}
-	var plan *typedPlan
 	if typed != nil {
-		plan = s.planTyped(meta, ref.Topic, typed)
+		u.plan = s.planTyped(meta, ref.Topic, typed)
 	}
 	ts.mu.Unlock()
 
-	started := time.Now()
-	df, err := s.upload(ctx, meta, ref, p, next, plan)
-	if err != nil {
-		return DataFile{}, fmt.Errorf("archive %s/%d segment %d: %w", ref.Topic, ref.Partition, ref.Segment, err)
+	ts.changeUploads(+1)
+	if u.df, err = s.upload(ctx, meta, ref, p, next, u.plan); err != nil {
+		ts.changeUploads(-1)
+		return nil, fmt.Errorf("archive %s/%d segment %d: %w", ref.Topic, ref.Partition, ref.Segment, err)
 	}
 	if s.afterUpload != nil {
 		if err := s.afterUpload(); err != nil {
-			return DataFile{}, err
+			ts.changeUploads(-1)
+			return nil, err
 		}
 	}
-	out, err := s.commitUploaded(ctx, ts, &uploaded{ref: ref, df: df, plan: plan, done: make(chan struct{})})
-	if err != nil {
-		return DataFile{}, fmt.Errorf("archive %s/%d segment %d: %w", ref.Topic, ref.Partition, ref.Segment, err)
-	}
-	s.log.Debug("cold: archived segment", "topic", ref.Topic, "partition", ref.Partition, "segment", ref.Segment,
-		"records", out.Records, "bytes", out.Bytes, "took", time.Since(started))
-	return out, nil
+	return u, nil // (Commit counts the upload as ended when it queues it)
 }
 
-// uploaded is a data file written to the store and waiting for the commit
-// that adds it to the table.
-type uploaded struct {
-	ref  SegmentRef
-	df   *iceberg.DataFile
-	plan *typedPlan // nil: no typed columns
-	done chan struct{}
-	out  DataFile // set before done closes
-	err  error
-}
+// A commit waits for files still uploading, so that they go into the
+// table together (each commit writes a manifest, a manifest list and the
+// table metadata, and reads the metadata back), unless maxCommitFiles are
+// waiting or the first has waited maxCommitWait.
+const (
+	maxCommitFiles = 32
+	maxCommitWait  = time.Second
+)
 
-// commitUploaded adds u's file to the table (group commit): u waits its
-// turn, and whoever gets the turn commits every file waiting by then.
-func (s *Store) commitUploaded(ctx context.Context, ts *topicState, u *uploaded) (DataFile, error) {
-	ts.waitMu.Lock()
-	ts.waiting = append(ts.waiting, u)
-	ts.waitMu.Unlock()
-	ts.mu.Lock()
-	defer ts.mu.Unlock()
+// Commit adds the uploaded file to the table and returns it, once the
+// table has it. Files uploaded meanwhile go in the same commit (one
+// snapshot adding them all), and a commit waits for uploads of the topic
+// still running, within maxCommitFiles and maxCommitWait: the table gets
+// one snapshot per batch of segments rather than one per segment.
+func (u *Upload) Commit(ctx context.Context) (DataFile, error) {
 	select {
-	case <-u.done: // an earlier turn committed it
+	case <-u.done: // in the table already
 		return u.out, u.err
 	default:
 	}
-	ts.waitMu.Lock()
-	batch := ts.waiting
-	ts.waiting = nil
-	ts.waitMu.Unlock()
-	s.commitBatch(ctx, ts, u.ref.Topic, batch)
-	return u.out, u.err
+	s, ts := u.s, u.ts
+	ts.qmu.Lock()
+	u.queued = time.Now()
+	ts.waiting = append(ts.waiting, u)
+	ts.uploads--
+	ts.notifyLocked()
+	ts.qmu.Unlock()
+	for {
+		ts.qmu.Lock()
+		wait, changed := ts.commitWait(), ts.changed
+		ts.qmu.Unlock()
+		if wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-changed:
+			case <-t.C:
+			case <-u.done:
+			case <-ctx.Done():
+				t.Stop()
+				return u.abandon(ctx)
+			}
+			t.Stop()
+			continue
+		}
+		ts.mu.Lock()
+		select {
+		case <-u.done: // a turn before this one committed it
+		default:
+			ts.qmu.Lock()
+			batch := ts.waiting
+			ts.waiting = nil
+			ts.qmu.Unlock()
+			s.commitBatch(ctx, ts, u.ref.Topic, batch)
+		}
+		ts.mu.Unlock()
+		if u.err != nil {
+			return DataFile{}, fmt.Errorf("archive %s/%d segment %d: %w", u.ref.Topic, u.ref.Partition, u.ref.Segment, u.err)
+		}
+		s.log.Debug("cold: archived segment", "topic", u.ref.Topic, "partition", u.ref.Partition, "segment", u.ref.Segment,
+			"records", u.out.Records, "bytes", u.out.Bytes, "took", time.Since(u.start))
+		return u.out, nil
+	}
+}
+
+// abandon leaves the commit queue when ctx ends first; a commit that has
+// taken the file already is waited for (it runs under its own context).
+func (u *Upload) abandon(ctx context.Context) (DataFile, error) {
+	ts := u.ts
+	ts.qmu.Lock()
+	if i := slices.Index(ts.waiting, u); i >= 0 {
+		ts.waiting = slices.Delete(ts.waiting, i, i+1)
+		ts.qmu.Unlock()
+		return DataFile{}, fmt.Errorf("archive %s/%d segment %d: commit: %w", u.ref.Topic, u.ref.Partition, u.ref.Segment, ctx.Err())
+	}
+	ts.qmu.Unlock()
+	<-u.done
+	if u.err != nil {
+		return DataFile{}, fmt.Errorf("archive %s/%d segment %d: %w", u.ref.Topic, u.ref.Partition, u.ref.Segment, u.err)
+	}
+	return u.out, nil
+}
+
+// commitWait is how long the queued files should wait for more; 0: commit
+// now. ts.qmu must be held.
+func (ts *topicState) commitWait() time.Duration {
+	if len(ts.waiting) == 0 || ts.uploads == 0 || len(ts.waiting) >= maxCommitFiles {
+		return 0 // (none waiting: a commit took them, and the caller's is done)
+	}
+	return max(maxCommitWait-time.Since(ts.waiting[0].queued), 0)
+}
+
+// changeUploads counts an upload of the topic starting (+1) or ending (-1).
+func (ts *topicState) changeUploads(d int) {
+	ts.qmu.Lock()
+	ts.uploads += d
+	ts.notifyLocked()
+	ts.qmu.Unlock()
+}
+
+// notifyLocked wakes the commits waiting for a change of the queue or of
+// the uploads. ts.qmu must be held.
+func (ts *topicState) notifyLocked() {
+	if ts.changed != nil {
+		close(ts.changed)
+	}
+	ts.changed = make(chan struct{})
 }
 
 // commitBatch commits uploaded files, as few commits as their typed
 // columns allow (files planned with the same value_fields go together),
 // and settles each. ts.mu must be held.
-func (s *Store) commitBatch(ctx context.Context, ts *topicState, topic string, batch []*uploaded) {
-	settle := func(us []*uploaded, err error) {
+func (s *Store) commitBatch(ctx context.Context, ts *topicState, topic string, batch []*Upload) {
+	settle := func(us []*Upload, err error) {
 		for _, u := range us {
 			if err == nil {
 				u.out = toDataFile(u.df)
@@ -184,7 +281,7 @@ func (s *Store) commitBatch(ctx context.Context, ts *topicState, topic string, b
 		}
 	}
 	for len(batch) > 0 {
-		var group, rest []*uploaded
+		var group, rest []*Upload
 		for _, u := range batch {
 			if samePlan(u.plan, batch[0].plan) {
 				group = append(group, u)
@@ -217,7 +314,7 @@ func samePlan(a, b *typedPlan) bool {
 // lost races with other writers; files the table has meanwhile (a retry
 // after a crash, or another broker) are not added again. ts.mu must be
 // held.
-func (s *Store) commitGroup(ctx context.Context, ts *topicState, group []*uploaded) error {
+func (s *Store) commitGroup(ctx context.Context, ts *topicState, group []*Upload) error {
 	ref := group[0].ref
 	// (After a failed commit the table is reloaded; loading also checks
 	// the topic id.)
@@ -270,7 +367,7 @@ func (s *Store) commitGroup(ctx context.Context, ts *topicState, group []*upload
 
 // commitProps are the snapshot summary's korvet properties: the segment
 // a snapshot adds, or the segments ("partition/segment", comma-separated).
-func commitProps(group []*uploaded) map[string]string {
+func commitProps(group []*Upload) map[string]string {
 	if len(group) == 1 {
 		return map[string]string{
 			"korvet.partition": strconv.Itoa(int(group[0].ref.Partition)),

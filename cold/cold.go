@@ -168,8 +168,10 @@ type topicState struct {
 	manifests []iceberg.ManifestFile           // the current snapshot's
 	files     map[string]iceberg.ManifestEntry // its data files, by path
 
-	waitMu  sync.Mutex
-	waiting []*uploaded // uploaded files waiting for the next commit
+	qmu     sync.Mutex
+	waiting []*Upload     // uploaded files waiting for a commit, in order
+	uploads int           // uploads of the topic running
+	changed chan struct{} // closed (and replaced) when either changes
 }
 
 // Open connects to the warehouse (creating the bucket if needed) and the

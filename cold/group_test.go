@@ -2,9 +2,11 @@ package cold
 
 import (
 	"context"
+	"errors"
 	"reflect"
 	"runtime"
 	"testing"
+	"time"
 
 	"github.com/korvet/korvet/engine/record"
 	"github.com/korvet/korvet/engine/schema"
@@ -63,9 +65,9 @@ func TestGroupCommit(t *testing.T) {
 		ts.mu.Lock()
 		close(release)
 		for {
-			ts.waitMu.Lock()
+			ts.qmu.Lock()
 			w := len(ts.waiting)
-			ts.waitMu.Unlock()
+			ts.qmu.Unlock()
 			if w == n {
 				break
 			}
@@ -121,4 +123,103 @@ func TestGroupCommit(t *testing.T) {
 			equalRecords(t, recs, want)
 		}
 	})
+}
+
+// TestCommitWaitsForUploads: a commit waits for the topic's uploads still
+// running and takes their files along (one snapshot); one that never
+// comes holds it up for maxCommitWait at most; a commit whose context
+// ends while it waits leaves the queue.
+func TestCommitWaitsForUploads(t *testing.T) {
+	s := openStore(t, localBackend(t).cfg)
+	ctx := ctxT(t)
+	segs := make([][]record.Record, 5)
+	ups := make([]*Upload, 5)
+	for i := range segs {
+		segs[i] = makeRecords(int64(100*i), 50)
+		u, err := s.Upload(ctx, ref("wait", 0, int64(i), int64(100*i), 50), chunked(segs[i], 20))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ups[i] = u
+	}
+	ts := s.topicState("wait")
+	snapshots := func() int {
+		ts.mu.Lock()
+		defer ts.mu.Unlock()
+		if ts.meta == nil {
+			return 0
+		}
+		return len(ts.meta.Snapshots)
+	}
+	queued := func(n int) {
+		for {
+			ts.qmu.Lock()
+			w := len(ts.waiting)
+			ts.qmu.Unlock()
+			if w == n {
+				return
+			}
+			runtime.Gosched()
+		}
+	}
+	before := snapshots()
+
+	// 0 waits for 1 (3 and 4 are not committed yet either, but 0's
+	// context ends first).
+	cctx, cancel := context.WithCancel(ctx)
+	abandoned := make(chan error, 1)
+	go func() { _, err := ups[0].Commit(cctx); abandoned <- err }()
+	queued(1)
+	cancel()
+	if err := <-abandoned; !errors.Is(err, context.Canceled) {
+		t.Fatalf("commit with its context ended: %v", err)
+	}
+	queued(0)
+
+	// 1 waits for 2, and 2's commit takes 1 along.
+	done := make(chan error, 1)
+	go func() { _, err := ups[1].Commit(ctx); done <- err }()
+	queued(1)
+	ts.qmu.Lock()
+	ts.uploads -= 2 // 3 and 4 end as if they had failed
+	ts.qmu.Unlock()
+	if _, err := ups[2].Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got := snapshots() - before; got != 1 {
+		t.Errorf("%d snapshots for two files, want 1", got)
+	}
+
+	// 3 waits for 4, which does not come: within maxCommitWait.
+	ts.qmu.Lock()
+	ts.uploads += 2
+	ts.qmu.Unlock()
+	start := time.Now()
+	if _, err := ups[3].Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took > maxCommitWait+time.Second {
+		t.Errorf("commit waited %v for an upload that did not come", took)
+	}
+	if _, err := ups[4].Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	files, err := s.Files(ctx, "wait")
+	if err != nil || len(files) != 4 {
+		t.Fatalf("%d files, %v", len(files), err)
+	}
+	for _, f := range files {
+		recs, _, err := s.Read(ctx, f, f.MinOffset, 1<<30)
+		if err != nil {
+			t.Fatal(err)
+		}
+		equalRecords(t, recs, segs[f.Segment])
+	}
+	// The abandoned segment archives again (its file is there already).
+	if df, err := s.Archive(ctx, ref("wait", 0, 0, 0, 50), chunked(segs[0], 20)); err != nil || df.Records != 50 {
+		t.Fatalf("archive again: %+v, %v", df, err)
+	}
 }

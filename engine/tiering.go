@@ -60,7 +60,7 @@ type tiering struct {
 	wake   chan struct{}
 }
 
-// archiveConcurrency is how many segments are archived at once.
+// archiveConcurrency is how many segments are read and uploaded at once.
 const archiveConcurrency = 4
 
 // Tiering reports the archiving worker's state; ok is false without a
@@ -152,6 +152,9 @@ func (e *Engine) archiveRound(ctx context.Context) int {
 			p.applyLocalRetention(segs, s, now)
 		}
 	}
+	// A job holds its slot while it reads its segment and uploads the
+	// file; the commits it then waits for (which take the files that
+	// uploaded meanwhile along) run beside the next uploads.
 	sem := make(chan struct{}, archiveConcurrency)
 	var wg sync.WaitGroup
 	var failed atomic.Int64
@@ -159,8 +162,10 @@ func (e *Engine) archiveRound(ctx context.Context) int {
 		sem <- struct{}{}
 		wg.Add(1)
 		go func() {
-			defer func() { <-sem; wg.Done() }()
-			if err := j.p.archive(ctx, j.sg); err != nil && ctx.Err() == nil {
+			var once sync.Once
+			release := func() { once.Do(func() { <-sem }) }
+			defer func() { release(); wg.Done() }()
+			if err := j.p.archive(ctx, j.sg, release); err != nil && ctx.Err() == nil {
 				failed.Add(1)
 				e.tierError(fmt.Errorf("archive %s/%d segment %d: %w", j.p.t.name, j.p.id, j.sg.ID, err))
 			}
@@ -191,8 +196,9 @@ func (e *Engine) tierError(err error) {
 }
 
 // archive moves one sealed segment's records to the cold tier and marks it
-// archived.
-func (p *Partition) archive(ctx context.Context, sg Segment) error {
+// archived; uploaded is called once its file is in the store (before the
+// commit that adds it to the table).
+func (p *Partition) archive(ctx context.Context, sg Segment, uploaded func()) error {
 	e := p.t.e
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
@@ -226,7 +232,16 @@ func (p *Partition) archive(ctx context.Context, sg Segment) error {
 		// in Redis: it is trimmed with the log start, not by archiving.)
 		return res.Records, res.Txns, nil
 	}
-	df, err := e.opts.Cold.Archive(ctx, ref, next)
+	up, err := e.opts.Cold.Upload(ctx, ref, next)
+	if res != nil {
+		res.Release()
+		res = nil
+	}
+	uploaded()
+	var df cold.DataFile
+	if err == nil {
+		df, err = up.Commit(ctx)
+	}
 	switch {
 	case errors.Is(err, cold.ErrNoRecords):
 		// Compaction emptied the segment: nothing to keep.
