@@ -156,6 +156,15 @@ func (s *Store) Upload(ctx context.Context, ref SegmentRef, next func() ([]recor
 	return u, nil // (Commit counts the upload as ended when it queues it)
 }
 
+// UploadMemory is about the most that Upload holds of a segment of n
+// bytes of records besides what next returns: the open row group in the
+// column writers and their pages (twice the row group, and twice a page
+// being compressed), and the file's upload buffer (see objects), the
+// file being at most about as large as its records.
+func (s *Store) UploadMemory(n int64) int64 {
+	return 2*int64(s.cfg.RowGroupBytes) + 2*int64(s.cfg.PageBytes) + s.obj.writeBuffer(n)
+}
+
 // A commit waits for files still uploading, so that they go into the
 // table together (each commit writes a manifest, a manifest list and the
 // table metadata, and reads the metadata back), unless maxCommitFiles are

@@ -31,6 +31,9 @@ type objects interface {
 	// create starts writing an object; nothing is visible until Close
 	// succeeds, and Abort drops it.
 	create(ctx context.Context, uri string) (objectWriter, error)
+	// writeBuffer is what a writer from create holds in memory at most
+	// for an object of about n bytes.
+	writeBuffer(n int64) int64
 	// put writes a small object whole.
 	put(ctx context.Context, uri string, data []byte) error
 	// putIfAbsent writes a small object unless one exists at uri, in which
@@ -225,6 +228,15 @@ type s3Writer struct {
 
 // singlePutMax is the largest object written with one PUT.
 const singlePutMax = 8 << 20
+
+// writeBuffer: the whole object up to singlePutMax, then that much and
+// the part minio-go fills.
+func (o *s3Objects) writeBuffer(n int64) int64 {
+	if n <= singlePutMax {
+		return n
+	}
+	return singlePutMax + int64(o.partSize)
+}
 
 func (o *s3Objects) create(ctx context.Context, uri string) (objectWriter, error) {
 	key, err := o.key(uri)
@@ -476,6 +488,9 @@ type localWriter struct {
 	o    *localObjects
 	done bool
 }
+
+// writeBuffer: a local object is written through to its file.
+func (o *localObjects) writeBuffer(int64) int64 { return 0 }
 
 func (o *localObjects) create(_ context.Context, uri string) (objectWriter, error) {
 	p, err := localPath(uri)
