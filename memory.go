@@ -103,6 +103,9 @@ type memoryPlan struct {
 	// inflight caps kafka.max_inflight_bytes, the fetch response bytes
 	// one connection may have waiting (1/4).
 	inflight int64
+	// archive bounds what the archiving worker holds: segments read from
+	// Redis and the files being written (1/8).
+	archive int64
 }
 
 // memoryPlanFor splits a budget; 0 keeps the caches at the default
@@ -118,6 +121,7 @@ func memoryPlanFor(budget int64, maxInflight int64) memoryPlan {
 		rowGroups:  int(max(b/4, 4<<20)),
 		footers:    int(max(b/8, 2<<20)),
 		inflight:   maxInflight,
+		archive:    max(b/8, 4<<20),
 	}
 	if budget > 0 {
 		p.inflight = min(maxInflight, max(b/4, 1<<20))
@@ -146,6 +150,6 @@ func applyMemoryLimit(p memoryPlan, log *slog.Logger) func() {
 	old := debug.SetMemoryLimit(p.budget)
 	log.Info("memory budget", "budget", byteSize(p.budget).String(), "gomemlimit", byteSize(p.budget).String(),
 		"index_cache", byteSize(p.indexCache).String(), "cold_row_groups", byteSize(p.rowGroups).String(),
-		"cold_footers", byteSize(p.footers).String(), "max_inflight_bytes", p.inflight)
+		"cold_footers", byteSize(p.footers).String(), "max_inflight_bytes", p.inflight, "archive", byteSize(p.archive).String())
 	return func() { debug.SetMemoryLimit(old) }
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/korvet/korvet/engine"
 	"github.com/korvet/korvet/internal/testbed"
 )
 
@@ -69,11 +70,11 @@ func TestMemoryBudgetConfig(t *testing.T) {
 // them down.
 func TestMemoryPlan(t *testing.T) {
 	def := memoryPlanFor(defaultMemoryBudget, 64<<20)
-	if def.indexCache != 16<<20 || def.rowGroups != 64<<20 || def.footers != 32<<20 || def.inflight != 64<<20 {
-		t.Errorf("default plan %+v, want 16 MiB index cache, 64 MiB row groups, 32 MiB footers, 64 MiB in flight", def)
+	if def.indexCache != 16<<20 || def.rowGroups != 64<<20 || def.footers != 32<<20 || def.inflight != 64<<20 || def.archive != engine.DefaultArchiveMemory {
+		t.Errorf("default plan %+v, want 16 MiB index cache, 64 MiB row groups, 32 MiB footers, 64 MiB in flight, the engine's default archive memory", def)
 	}
 	pi := memoryPlanFor(64<<20, 64<<20)
-	if pi.indexCache != 4<<20 || pi.rowGroups != 16<<20 || pi.footers != 8<<20 || pi.inflight != 16<<20 {
+	if pi.indexCache != 4<<20 || pi.rowGroups != 16<<20 || pi.footers != 8<<20 || pi.inflight != 16<<20 || pi.archive != 8<<20 {
 		t.Errorf("64 MiB plan %+v", pi)
 	}
 	if sum := pi.indexCache + int64(pi.rowGroups) + int64(pi.footers); sum > pi.budget/2 {
@@ -143,14 +144,14 @@ func TestMemoryBudgetSetsGOMEMLIMIT(t *testing.T) {
 }
 
 // TestMemoryBudgetReachesCaches checks that the plan's sizes are what the
-// cold tier and the KV index are opened with.
+// cold tier, the KV index and the archiving worker are opened with.
 func TestMemoryBudgetReachesCaches(t *testing.T) {
 	c := defaultConfig()
 	c.Memory.Budget = 64 << 20
 	if cc := c.coldConfig(); cc.ReadCacheBytes != 16<<20 || cc.FooterCacheBytes != 8<<20 {
 		t.Errorf("cold config with a 64MiB budget: row groups %d, footers %d; want 16 MiB and 8 MiB", cc.ReadCacheBytes, cc.FooterCacheBytes)
 	}
-	if eo := engineOptions(c, nil, nil); eo.Index.CacheSize != 4<<20 {
-		t.Errorf("index block cache %d with a 64MiB budget, want 4 MiB", eo.Index.CacheSize)
+	if eo := engineOptions(c, nil, nil); eo.Index.CacheSize != 4<<20 || eo.ArchiveMemory != 8<<20 {
+		t.Errorf("index block cache %d, archive memory %d with a 64MiB budget, want 4 MiB and 8 MiB", eo.Index.CacheSize, eo.ArchiveMemory)
 	}
 }

@@ -195,6 +195,7 @@ func engineOptions(cfg Config, store *cold.Store, log *slog.Logger) engine.Optio
 		TopicDefaults:     cfg.topicDefaults,
 		Cold:              store,
 		TieringInterval:   cfg.Cold.ArchiveInterval.Duration,
+		ArchiveMemory:     cfg.memoryPlan().archive,
 		// The engine reads 0 as its default; "0s" in the file means off.
 		MemorySampleInterval: cmp.Or(cfg.Redis.MemorySampleInterval.Duration, -1),
 		Index:                engine.IndexOptions{Dir: indexDir(cfg), CacheSize: cfg.memoryPlan().indexCache},

@@ -66,12 +66,13 @@ func (s *Store) loadTopic(ctx context.Context, ts *topicState, topic string, cre
 func (ts *topicState) forget() { ts.meta, ts.loc, ts.manifests, ts.files = nil, "", nil, nil }
 
 // Archive writes one sealed segment as a Parquet file and commits it to the
-// topic's table. next returns the segment's records in offset order, a
-// chunk at a time, and io.EOF (or an empty chunk) at the end; chunks are
-// not retained after the following call, so memory stays bounded by a
-// chunk plus a row group. With each chunk next returns the records'
-// transaction info: empty when none of them is transactional, else one
-// entry per record (ProducerID -1 for a record outside transactions).
+// topic's table: Upload, then Commit. next returns the segment's records
+// in offset order, a chunk at a time, and io.EOF (or an empty chunk) at
+// the end; chunks are not retained after the following call, so memory
+// stays bounded by a chunk plus a row group. With each chunk next returns
+// the records' transaction info: empty when none of them is
+// transactional, else one entry per record (ProducerID -1 for a record
+// outside transactions).
 //
 // A table without the transaction columns (created before they existed, or
 // just now) gets them (Iceberg schema evolution) in the commit that adds
@@ -81,89 +82,317 @@ func (ts *topicState) forget() { ts.meta, ts.loc, ts.manifests, ts.files = nil, 
 // partition, segment), and a segment already in the table is returned as
 // it is without calling next.
 func (s *Store) Archive(ctx context.Context, ref SegmentRef, next func() ([]record.Record, []record.Txn, error)) (DataFile, error) {
-	if err := validTopic(ref.Topic); err != nil {
+	u, err := s.Upload(ctx, ref, next)
+	if err != nil {
 		return DataFile{}, err
 	}
+	return u.Commit(ctx)
+}
+
+// Upload is a segment's file in the store, on its way into the table.
+type Upload struct {
+	s      *Store
+	ts     *topicState
+	ref    SegmentRef
+	df     *iceberg.DataFile
+	plan   *typedPlan // nil: no typed columns
+	start  time.Time
+	queued time.Time     // when Commit queued it
+	done   chan struct{} // closed once out and err are set
+	out    DataFile
+	err    error
+}
+
+// Upload writes one sealed segment as a Parquet file (see Archive) and
+// returns it for Commit, which adds it to the table and must follow
+// (until it does, the topic's commits count the file as still
+// uploading). Segments of one topic upload concurrently. A segment the
+// table has already comes back committed, without a call of next.
+func (s *Store) Upload(ctx context.Context, ref SegmentRef, next func() ([]record.Record, []record.Txn, error)) (*Upload, error) {
+	if err := validTopic(ref.Topic); err != nil {
+		return nil, err
+	}
 	if ref.Partition < 0 || ref.Segment < 0 {
-		return DataFile{}, fmt.Errorf("cold: bad segment ref %+v", ref)
+		return nil, fmt.Errorf("cold: bad segment ref %+v", ref)
 	}
 	ts, err := s.topic(ctx, ref.Topic)
 	if err != nil {
-		return DataFile{}, fmt.Errorf("archive %s/%d segment %d: %w", ref.Topic, ref.Partition, ref.Segment, err)
+		return nil, fmt.Errorf("archive %s/%d segment %d: %w", ref.Topic, ref.Partition, ref.Segment, err)
 	}
 	typed := s.typedFor(ctx, ref.Topic)
+	// The table as it is now gives the file's location and typed columns;
+	// the upload runs without the lock.
 	ts.mu.Lock()
-	defer ts.mu.Unlock()
 	meta, err := s.loadTopic(ctx, ts, ref.Topic, &ref)
 	if err != nil {
-		return DataFile{}, fmt.Errorf("archive %s/%d segment %d: %w", ref.Topic, ref.Partition, ref.Segment, err)
+		ts.mu.Unlock()
+		return nil, fmt.Errorf("archive %s/%d segment %d: %w", ref.Topic, ref.Partition, ref.Segment, err)
 	}
+	u := &Upload{s: s, ts: ts, ref: ref, start: time.Now(), done: make(chan struct{})}
 	p := dataPath(meta.Location, ref)
 	if e, ok := ts.files[p]; ok {
+		ts.mu.Unlock()
 		s.log.Info("cold: segment already archived", "topic", ref.Topic, "partition", ref.Partition, "segment", ref.Segment)
-		return toDataFile(&e.DataFile), nil
+		u.out = toDataFile(&e.DataFile)
+		close(u.done)
+		return u, nil
 	}
-
-	started := time.Now()
-	var plan *typedPlan
 	if typed != nil {
-		plan = s.planTyped(meta, ref.Topic, typed)
+		u.plan = s.planTyped(meta, ref.Topic, typed)
 	}
-	df, err := s.upload(ctx, meta, ref, p, next, plan)
-	if err != nil {
-		return DataFile{}, fmt.Errorf("archive %s/%d segment %d: %w", ref.Topic, ref.Partition, ref.Segment, err)
+	ts.mu.Unlock()
+
+	ts.changeUploads(+1)
+	if u.df, err = s.upload(ctx, meta, ref, p, next, u.plan); err != nil {
+		ts.changeUploads(-1)
+		return nil, fmt.Errorf("archive %s/%d segment %d: %w", ref.Topic, ref.Partition, ref.Segment, err)
 	}
 	if s.afterUpload != nil {
 		if err := s.afterUpload(); err != nil {
-			return DataFile{}, err
+			ts.changeUploads(-1)
+			return nil, err
 		}
 	}
-	props := map[string]string{
-		"korvet.partition": strconv.Itoa(int(ref.Partition)),
-		"korvet.segment":   strconv.FormatInt(ref.Segment, 10),
+	return u, nil // (Commit counts the upload as ended when it queues it)
+}
+
+// UploadMemory is about the most that Upload holds of a segment of n
+// bytes of records besides what next returns: the open row group in the
+// column writers and their pages (twice the row group, and twice a page
+// being compressed), and the file's upload buffer (see objects), the
+// file being at most about as large as its records.
+func (s *Store) UploadMemory(n int64) int64 {
+	return 2*int64(s.cfg.RowGroupBytes) + 2*int64(s.cfg.PageBytes) + s.obj.writeBuffer(n)
+}
+
+// A commit waits for files still uploading, so that they go into the
+// table together (each commit writes a manifest, a manifest list and the
+// table metadata, and reads the metadata back), unless maxCommitFiles are
+// waiting or the first has waited maxCommitWait.
+const (
+	maxCommitFiles = 32
+	maxCommitWait  = time.Second
+)
+
+// Commit adds the uploaded file to the table and returns it, once the
+// table has it. Files uploaded meanwhile go in the same commit (one
+// snapshot adding them all), and a commit waits for uploads of the topic
+// still running, within maxCommitFiles and maxCommitWait: the table gets
+// one snapshot per batch of segments rather than one per segment.
+func (u *Upload) Commit(ctx context.Context) (DataFile, error) {
+	select {
+	case <-u.done: // in the table already
+		return u.out, u.err
+	default:
+	}
+	s, ts := u.s, u.ts
+	ts.qmu.Lock()
+	u.queued = time.Now()
+	ts.waiting = append(ts.waiting, u)
+	ts.uploads--
+	ts.notifyLocked()
+	ts.qmu.Unlock()
+	for {
+		ts.qmu.Lock()
+		wait, changed := ts.commitWait(), ts.changed
+		ts.qmu.Unlock()
+		if wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-changed:
+			case <-t.C:
+			case <-u.done:
+			case <-ctx.Done():
+				t.Stop()
+				return u.abandon(ctx)
+			}
+			t.Stop()
+			continue
+		}
+		ts.mu.Lock()
+		select {
+		case <-u.done: // a turn before this one committed it
+		default:
+			ts.qmu.Lock()
+			batch := ts.waiting
+			ts.waiting = nil
+			ts.qmu.Unlock()
+			s.commitBatch(ctx, ts, u.ref.Topic, batch)
+		}
+		ts.mu.Unlock()
+		if u.err != nil {
+			return DataFile{}, fmt.Errorf("archive %s/%d segment %d: %w", u.ref.Topic, u.ref.Partition, u.ref.Segment, u.err)
+		}
+		s.log.Debug("cold: archived segment", "topic", u.ref.Topic, "partition", u.ref.Partition, "segment", u.ref.Segment,
+			"records", u.out.Records, "bytes", u.out.Bytes, "took", time.Since(u.start))
+		return u.out, nil
+	}
+}
+
+// abandon leaves the commit queue when ctx ends first; a commit that has
+// taken the file already is waited for (it runs under its own context).
+func (u *Upload) abandon(ctx context.Context) (DataFile, error) {
+	ts := u.ts
+	ts.qmu.Lock()
+	if i := slices.Index(ts.waiting, u); i >= 0 {
+		ts.waiting = slices.Delete(ts.waiting, i, i+1)
+		ts.qmu.Unlock()
+		return DataFile{}, fmt.Errorf("archive %s/%d segment %d: commit: %w", u.ref.Topic, u.ref.Partition, u.ref.Segment, ctx.Err())
+	}
+	ts.qmu.Unlock()
+	<-u.done
+	if u.err != nil {
+		return DataFile{}, fmt.Errorf("archive %s/%d segment %d: %w", u.ref.Topic, u.ref.Partition, u.ref.Segment, u.err)
+	}
+	return u.out, nil
+}
+
+// commitWait is how long the queued files should wait for more; 0: commit
+// now. ts.qmu must be held.
+func (ts *topicState) commitWait() time.Duration {
+	if len(ts.waiting) == 0 || ts.uploads == 0 || len(ts.waiting) >= maxCommitFiles {
+		return 0 // (none waiting: a commit took them, and the caller's is done)
+	}
+	return max(maxCommitWait-time.Since(ts.waiting[0].queued), 0)
+}
+
+// changeUploads counts an upload of the topic starting (+1) or ending (-1).
+func (ts *topicState) changeUploads(d int) {
+	ts.qmu.Lock()
+	ts.uploads += d
+	ts.notifyLocked()
+	ts.qmu.Unlock()
+}
+
+// notifyLocked wakes the commits waiting for a change of the queue or of
+// the uploads. ts.qmu must be held.
+func (ts *topicState) notifyLocked() {
+	if ts.changed != nil {
+		close(ts.changed)
+	}
+	ts.changed = make(chan struct{})
+}
+
+// commitBatch commits uploaded files, as few commits as their typed
+// columns allow (files planned with the same value_fields go together),
+// and settles each. ts.mu must be held.
+func (s *Store) commitBatch(ctx context.Context, ts *topicState, topic string, batch []*Upload) {
+	settle := func(us []*Upload, err error) {
+		for _, u := range us {
+			if err == nil {
+				u.out = toDataFile(u.df)
+				if e, ok := ts.files[u.df.FilePath]; ok {
+					u.out = toDataFile(&e.DataFile) // another writer's, same segment
+				}
+			}
+			u.err = err
+			close(u.done)
+		}
+	}
+	for len(batch) > 0 {
+		var group, rest []*Upload
+		for _, u := range batch {
+			if samePlan(u.plan, batch[0].plan) {
+				group = append(group, u)
+			} else {
+				rest = append(rest, u)
+			}
+		}
+		batch = rest
+		settle(group, s.commitGroup(ctx, ts, group))
+	}
+	if ts.meta != nil && len(ts.meta.Snapshots) > 2*s.keepSnaps {
+		// Each commit adds a snapshot: keep the list (and so the metadata
+		// file) short.
+		if err := s.expire(ctx, ts, topic, s.keepSnaps); err != nil {
+			s.log.Warn("cold: expire snapshots", "topic", topic, "err", err)
+		}
+	}
+}
+
+// samePlan reports whether files of plans a and b can be committed
+// together: both without typed columns, or with the same value_fields.
+func samePlan(a, b *typedPlan) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.field.Equals(b.field)
+}
+
+// commitGroup commits files of one plan in one snapshot, retrying after
+// lost races with other writers; files the table has meanwhile (a retry
+// after a crash, or another broker) are not added again. ts.mu must be
+// held.
+func (s *Store) commitGroup(ctx context.Context, ts *topicState, group []*Upload) error {
+	ref := group[0].ref
+	// (After a failed commit the table is reloaded; loading also checks
+	// the topic id.)
+	meta, err := s.loadTopic(ctx, ts, ref.Topic, &ref)
+	if err != nil {
+		return err
 	}
 	for attempt := 0; ; attempt++ {
+		var add []*iceberg.DataFile
+		for _, u := range group {
+			if u.ref.TopicID != ref.TopicID {
+				return fmt.Errorf("%w: segments of two topic ids in one commit", ErrTopicMismatch)
+			}
+			if _, ok := ts.files[u.df.FilePath]; !ok {
+				add = append(add, u.df)
+			}
+		}
+		if len(add) == 0 {
+			return nil
+		}
 		var typed *schema.Typed
+		plan := group[0].plan
 		if plan != nil {
 			typed = plan.typed
 		}
 		sc, ups, f, err := s.evolveSchema(meta, typed)
 		if err == nil && plan != nil && !f.Equals(plan.field) {
-			// The file carries the planned ids: a table that changed
-			// meanwhile (another writer evolved it) needs the file
-			// written again.
+			// The files carry the planned ids: a table that changed
+			// meanwhile (another writer evolved it) needs them written
+			// again.
 			err = errors.New("the table's typed columns changed while the file was written")
 		}
 		if err != nil {
-			return DataFile{}, fmt.Errorf("archive %s/%d segment %d: %w", ref.Topic, ref.Partition, ref.Segment, err)
+			return err
 		}
-		err = s.appendFile(ctx, ts, ref.Topic, df, sc, ups, props)
+		err = s.appendFiles(ctx, ts, ref.Topic, add, sc, ups, commitProps(group))
 		if err == nil {
-			break
+			return nil
 		}
 		if !errors.Is(err, errCommitFailed) || attempt == maxCommitAttempts-1 {
-			return DataFile{}, fmt.Errorf("archive %s/%d segment %d: commit: %w", ref.Topic, ref.Partition, ref.Segment, err)
+			return fmt.Errorf("commit: %w", err)
 		}
 		// Another writer committed first: start again from its table,
-		// which may even hold this very file already.
+		// which may even hold these very files already.
 		if meta, err = s.reload(ctx, ts, ref.Topic, &ref, attempt); err != nil {
-			return DataFile{}, fmt.Errorf("archive %s/%d segment %d: %w", ref.Topic, ref.Partition, ref.Segment, err)
-		}
-		if have, ok := ts.files[p]; ok {
-			return toDataFile(&have.DataFile), nil
+			return err
 		}
 	}
-	out := toDataFile(df)
-	s.log.Debug("cold: archived segment", "topic", ref.Topic, "partition", ref.Partition, "segment", ref.Segment,
-		"records", out.Records, "bytes", out.Bytes, "took", time.Since(started))
-	if len(ts.meta.Snapshots) > 2*s.keepSnaps {
-		// Each archive adds a snapshot: keep the list (and so the
-		// metadata file) short.
-		if err := s.expire(ctx, ts, ref.Topic, s.keepSnaps); err != nil {
-			s.log.Warn("cold: expire snapshots", "topic", ref.Topic, "err", err)
+}
+
+// commitProps are the snapshot summary's korvet properties: the segment
+// a snapshot adds, or the segments ("partition/segment", comma-separated).
+func commitProps(group []*Upload) map[string]string {
+	if len(group) == 1 {
+		return map[string]string{
+			"korvet.partition": strconv.Itoa(int(group[0].ref.Partition)),
+			"korvet.segment":   strconv.FormatInt(group[0].ref.Segment, 10),
 		}
 	}
-	return out, nil
+	var b []byte
+	for i, u := range group {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendInt(b, int64(u.ref.Partition), 10)
+		b = append(b, '/')
+		b = strconv.AppendInt(b, u.ref.Segment, 10)
+	}
+	return map[string]string{"korvet.segments": string(b)}
 }
 
 // maxCommitAttempts bounds the retries of a commit that lost a race with

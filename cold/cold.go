@@ -124,7 +124,7 @@ var (
 )
 
 // Store is the cold tier of one korvet. It is safe for concurrent use;
-// writes to one topic are serialized.
+// changes to one topic's table are serialized (uploads are not).
 type Store struct {
 	cfg       Config
 	log       *slog.Logger
@@ -159,13 +159,19 @@ type Store struct {
 	afterUpload func() error
 }
 
-// topicState caches a topic's table between calls. mu serializes writers.
+// topicState caches a topic's table between calls. mu serializes changes
+// to the table (and guards the cache); uploads run without it.
 type topicState struct {
 	mu        sync.Mutex
 	meta      *icemeta.Metadata                // nil: not loaded
 	loc       string                           // meta's file
 	manifests []iceberg.ManifestFile           // the current snapshot's
 	files     map[string]iceberg.ManifestEntry // its data files, by path
+
+	qmu     sync.Mutex
+	waiting []*Upload     // uploaded files waiting for a commit, in order
+	uploads int           // uploads of the topic running
+	changed chan struct{} // closed (and replaced) when either changes
 }
 
 // Open connects to the warehouse (creating the bucket if needed) and the

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/minio/minio-go/v7"
@@ -30,6 +31,9 @@ type objects interface {
 	// create starts writing an object; nothing is visible until Close
 	// succeeds, and Abort drops it.
 	create(ctx context.Context, uri string) (objectWriter, error)
+	// writeBuffer is what a writer from create holds in memory at most
+	// for an object of about n bytes.
+	writeBuffer(n int64) int64
 	// put writes a small object whole.
 	put(ctx context.Context, uri string, data []byte) error
 	// putIfAbsent writes a small object unless one exists at uri, in which
@@ -84,6 +88,9 @@ type s3Objects struct {
 	// partSize bounds the memory of a streaming upload: minio-go buffers one
 	// part at a time when the length is not known up front.
 	partSize uint64
+	// bufs holds the buffers of single-PUT uploads (*[]byte) between
+	// uploads: a segment's file grows its buffer to the file's size.
+	bufs sync.Pool
 }
 
 func newS3Objects(cfg Config, bucket string, n *counters) (*s3Objects, error) {
@@ -222,12 +229,34 @@ type s3Writer struct {
 // singlePutMax is the largest object written with one PUT.
 const singlePutMax = 8 << 20
 
+// writeBuffer: the whole object up to singlePutMax, then that much and
+// the part minio-go fills.
+func (o *s3Objects) writeBuffer(n int64) int64 {
+	if n <= singlePutMax {
+		return n
+	}
+	return singlePutMax + int64(o.partSize)
+}
+
 func (o *s3Objects) create(ctx context.Context, uri string) (objectWriter, error) {
 	key, err := o.key(uri)
 	if err != nil {
 		return nil, err
 	}
-	return &s3Writer{ctx: ctx, o: o, key: key, uri: uri}, nil
+	w := &s3Writer{ctx: ctx, o: o, key: key, uri: uri}
+	if b, ok := o.bufs.Get().(*[]byte); ok {
+		w.buf = (*b)[:0]
+	}
+	return w, nil
+}
+
+// recycle keeps the buffer for the next upload, once nothing reads it.
+func (w *s3Writer) recycle() {
+	if cap(w.buf) > 0 && cap(w.buf) <= singlePutMax {
+		b := w.buf[:0]
+		w.o.bufs.Put(&b)
+	}
+	w.buf = nil
 }
 
 func (w *s3Writer) Write(p []byte) (int, error) {
@@ -261,18 +290,24 @@ func (w *s3Writer) Write(p []byte) (int, error) {
 func (w *s3Writer) Close() (int64, error) {
 	if w.pw == nil {
 		if err := w.o.put(w.ctx, w.uri, w.buf); err != nil {
+			// (The HTTP client may still be sending it: not reused.)
 			return 0, err
 		}
-		return int64(len(w.buf)), nil
+		n := int64(len(w.buf))
+		w.recycle()
+		return n, nil
 	}
 	w.pw.Close()
 	<-w.done
+	if w.err == nil {
+		w.recycle()
+	}
 	return w.n, w.err
 }
 
 func (w *s3Writer) Abort() {
 	if w.pw == nil {
-		w.buf = nil
+		w.recycle() // nothing sent it
 		return
 	}
 	// A reader error makes minio-go abort the multipart upload, so no
@@ -453,6 +488,9 @@ type localWriter struct {
 	o    *localObjects
 	done bool
 }
+
+// writeBuffer: a local object is written through to its file.
+func (o *localObjects) writeBuffer(int64) int64 { return 0 }
 
 func (o *localObjects) create(_ context.Context, uri string) (objectWriter, error) {
 	p, err := localPath(uri)

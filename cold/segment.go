@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -187,28 +188,31 @@ func btoi(b bool) int {
 
 // segmentWriter streams records into one Parquet file, cutting a row group
 // whenever about rowGroupBytes of record data has accumulated, and keeps
-// the statistics the Iceberg manifest needs.
+// the statistics the Iceberg manifest needs. Values go to the file's
+// column writers column by column (parquet-go's row path would take each
+// row apart again).
 type segmentWriter struct {
 	w             *parquet.GenericWriter[any]
 	rowGroupBytes int
 	pageBytes     int
-	pending       int // record bytes in the open row group
-	rows          []parquet.Row
-	vals          []parquet.Value
-	starts        []int // where each row of a batch begins in vals
+	pending       int               // record bytes in the open row group
+	cv            [][]parquet.Value // per column, the values of a chunk of rows
 	cols          fileColumns
 	typed         *typedWriter // nil: no typed columns
+	// Values that are the same in many rows, made once (Value.Level is
+	// not inlined).
+	noHeaderKey, noHeaderValue, partitionValue parquet.Value
+	control, noControl, noEpoch, noProducer    parquet.Value
 
-	partition int32
-	count     int64
-	minOff    int64
-	maxOff    int64
-	minTs     int64
-	maxTs     int64
-	nullKeys  int64
-	nullVals  int64
-	txnRows   int64 // rows with a producer id
-	lastOff   int64
+	count    int64
+	minOff   int64
+	maxOff   int64
+	minTs    int64
+	maxTs    int64
+	nullKeys int64
+	nullVals int64
+	txnRows  int64 // rows with a producer id
+	lastOff  int64
 }
 
 func newSegmentWriter(out io.Writer, schema *parquet.Schema, cols fileColumns, typed *typedWriter, codec *zstd.Codec, ref SegmentRef, rowGroupBytes, pageBytes int) *segmentWriter {
@@ -230,11 +234,22 @@ func newSegmentWriter(out io.Writer, schema *parquet.Schema, cols fileColumns, t
 		parquet.KeyValueMetadata("korvet.partition", strconv.Itoa(int(ref.Partition))),
 		parquet.KeyValueMetadata("korvet.segment", strconv.FormatInt(ref.Segment, 10)),
 	)
-	return &segmentWriter{
-		w: w, cols: cols, typed: typed, rowGroupBytes: rowGroupBytes, pageBytes: pageBytes, partition: ref.Partition,
+	s := &segmentWriter{
+		w: w, cols: cols, typed: typed, rowGroupBytes: rowGroupBytes, pageBytes: pageBytes,
+		cv:     make([][]parquet.Value, cols.n),
 		minOff: math.MaxInt64, maxOff: math.MinInt64, minTs: math.MaxInt64, maxTs: math.MinInt64,
 		lastOff: -1,
 	}
+	s.noHeaderKey = parquet.NullValue().Level(0, 0, cols.headerKey)
+	s.noHeaderValue = parquet.NullValue().Level(0, 0, cols.headerValue)
+	s.partitionValue = parquet.Int32Value(ref.Partition).Level(0, 0, cols.partition)
+	if cols.hasTxn() {
+		s.control = parquet.BooleanValue(true).Level(0, 1, cols.control)
+		s.noControl = parquet.BooleanValue(false).Level(0, 1, cols.control)
+		s.noEpoch = parquet.NullValue().Level(0, 0, cols.producerEpoch)
+		s.noProducer = parquet.NullValue().Level(0, 0, cols.producerID)
+	}
+	return s
 }
 
 var errOffsetOrder = errors.New("records out of offset order")
@@ -274,67 +289,62 @@ func (s *segmentWriter) write(recs []record.Record, txns []record.Txn) error {
 	return nil
 }
 
+// writeRows writes records to the open row group. A column cuts a page
+// after a write that filled its buffer: writes of at most 64 rows (what
+// parquet-go's row writer takes at a time) from slices of half a page of
+// records keep the pages of large records near pageBytes too.
 func (s *segmentWriter) writeRows(recs []record.Record, txns []record.Txn) error {
-	s.vals = s.vals[:0]
-	c := &s.cols
-	// One backing array holds the values of the whole batch; the rows
-	// slice into it once it has stopped growing. A row's values go in
-	// column order, which is alphabetical (see segmentSchema).
-	s.starts = s.starts[:0]
+	for i := 0; i < len(recs); {
+		j, size := i, 0
+		for j < len(recs) && (j == i || size < s.pageBytes/2) {
+			size += recs[j].Size()
+			j++
+		}
+		for k := i; k < j; k += maxRowsPerWrite {
+			end := min(k+maxRowsPerWrite, j)
+			var tx []record.Txn
+			if len(txns) > 0 {
+				tx = txns[k:end]
+			}
+			if err := s.writeChunk(recs[k:end], tx); err != nil {
+				return err
+			}
+		}
+		i = j
+	}
+	return nil
+}
+
+// maxRowsPerWrite is how many rows go to the column writers at once.
+const maxRowsPerWrite = 64
+
+// writeChunk appends the values of recs to each column and writes them.
+func (s *segmentWriter) writeChunk(recs []record.Record, txns []record.Txn) error {
+	c, cv, n := &s.cols, s.cv, len(recs)
+	// The columns of one value per row, filled by index.
+	one := func(col int) []parquet.Value { return slices.Grow(cv[col][:0], n)[:n] }
+	keys, offs, parts, stamps, vals := one(c.key), one(c.offset), one(c.partition), one(c.timestamp), one(c.value)
+	hk, hv := cv[c.headerKey][:0], cv[c.headerValue][:0]
 	for i := range recs {
 		r := &recs[i]
 		if r.Offset <= s.lastOff {
 			return fmt.Errorf("%w: offset %d after %d", errOffsetOrder, r.Offset, s.lastOff)
 		}
 		s.lastOff = r.Offset
-		s.starts = append(s.starts, len(s.vals))
-		tx := record.Txn{ProducerID: -1}
-		if len(txns) > 0 {
-			tx = txns[i]
-		}
-		if c.hasTxn() {
-			s.vals = append(s.vals, parquet.BooleanValue(tx.Control).Level(0, 1, c.control))
-		}
 		if len(r.Headers) == 0 {
-			s.vals = append(s.vals,
-				parquet.NullValue().Level(0, 0, c.headerKey),
-				parquet.NullValue().Level(0, 0, c.headerValue))
+			hk, hv = append(hk, s.noHeaderKey), append(hv, s.noHeaderValue)
 		} else {
 			for j := range r.Headers {
-				s.vals = append(s.vals, parquet.ByteArrayValue(r.Headers[j].Key).Level(min(j, 1), 1, c.headerKey))
-			}
-			for j := range r.Headers {
-				v := r.Headers[j].Value
-				s.vals = append(s.vals, optBytes(v).Level(min(j, 1), defOf(v, 2), c.headerValue))
+				h := &r.Headers[j]
+				hk = append(hk, parquet.ByteArrayValue(h.Key).Level(min(j, 1), 1, c.headerKey))
+				hv = append(hv, optBytes(h.Value).Level(min(j, 1), defOf(h.Value, 2), c.headerValue))
 			}
 		}
-		s.vals = append(s.vals,
-			optBytes(r.Key).Level(0, defOf(r.Key, 1), c.key),
-			parquet.Int64Value(r.Offset).Level(0, 0, c.offset),
-			parquet.Int32Value(s.partition).Level(0, 0, c.partition),
-		)
-		if c.hasTxn() {
-			// A record outside any transaction has null producer columns:
-			// what a file without them reads as.
-			if tx.ProducerID >= 0 {
-				s.vals = append(s.vals,
-					parquet.Int32Value(int32(tx.Epoch)).Level(0, 1, c.producerEpoch),
-					parquet.Int64Value(tx.ProducerID).Level(0, 1, c.producerID))
-				s.txnRows++
-			} else {
-				s.vals = append(s.vals,
-					parquet.NullValue().Level(0, 0, c.producerEpoch),
-					parquet.NullValue().Level(0, 0, c.producerID))
-			}
-		}
-		s.vals = append(s.vals,
-			parquet.Int64Value(r.Timestamp).Level(0, 0, c.timestamp),
-			optBytes(r.Value).Level(0, defOf(r.Value, 1), c.value),
-		)
-		if s.typed != nil {
-			s.vals = s.typed.appendRow(s.vals, r.Value)
-		}
-		s.count++
+		keys[i] = optBytes(r.Key).Level(0, defOf(r.Key, 1), c.key)
+		offs[i] = parquet.Int64Value(r.Offset).Level(0, 0, c.offset)
+		parts[i] = s.partitionValue
+		stamps[i] = parquet.Int64Value(r.Timestamp).Level(0, 0, c.timestamp)
+		vals[i] = optBytes(r.Value).Level(0, defOf(r.Value, 1), c.value)
 		s.minOff, s.maxOff = min(s.minOff, r.Offset), max(s.maxOff, r.Offset)
 		s.minTs, s.maxTs = min(s.minTs, r.Timestamp), max(s.maxTs, r.Timestamp)
 		if r.Key == nil {
@@ -344,27 +354,42 @@ func (s *segmentWriter) writeRows(recs []record.Record, txns []record.Txn) error
 			s.nullVals++
 		}
 	}
-	s.rows = s.rows[:0]
-	for i, start := range s.starts {
-		end := len(s.vals)
-		if i+1 < len(s.starts) {
-			end = s.starts[i+1]
+	cv[c.key], cv[c.offset], cv[c.partition], cv[c.timestamp], cv[c.value] = keys, offs, parts, stamps, vals
+	cv[c.headerKey], cv[c.headerValue] = hk, hv
+	if c.hasTxn() {
+		ctl, epochs, pids := one(c.control), one(c.producerEpoch), one(c.producerID)
+		for i := range recs {
+			tx := record.Txn{ProducerID: -1}
+			if len(txns) > 0 {
+				tx = txns[i]
+			}
+			ctl[i] = s.noControl
+			if tx.Control {
+				ctl[i] = s.control
+			}
+			// A record outside any transaction has null producer columns:
+			// what a file without them reads as.
+			if tx.ProducerID >= 0 {
+				epochs[i] = parquet.Int32Value(int32(tx.Epoch)).Level(0, 1, c.producerEpoch)
+				pids[i] = parquet.Int64Value(tx.ProducerID).Level(0, 1, c.producerID)
+				s.txnRows++
+			} else {
+				epochs[i], pids[i] = s.noEpoch, s.noProducer
+			}
 		}
-		s.rows = append(s.rows, parquet.Row(s.vals[start:end:end]))
+		cv[c.control], cv[c.producerEpoch], cv[c.producerID] = ctl, epochs, pids
 	}
-	// A column cuts a page after a write that filled its buffer, and
-	// parquet-go writes at most 64 rows at a time: half a page of records
-	// per write keeps the pages of large records near pageBytes too.
-	for i := 0; i < len(recs); {
-		j, size := i, 0
-		for j < len(recs) && (j == i || size < s.pageBytes/2) {
-			size += recs[j].Size()
-			j++
+	if s.typed != nil {
+		for i := range recs {
+			s.typed.appendRow(cv, recs[i].Value)
 		}
-		if _, err := s.w.WriteRows(s.rows[i:j]); err != nil {
-			return fmt.Errorf("parquet: %w", err)
+	}
+	s.count += int64(n)
+	for i, w := range s.w.ColumnWriters() {
+		if _, err := w.WriteRowValues(cv[i]); err != nil {
+			return fmt.Errorf("parquet: column %d: %w", i, err)
 		}
-		i = j
+		cv[i] = cv[i][:0]
 	}
 	return nil
 }

@@ -63,15 +63,15 @@ func (s *Store) readManifestList(ctx context.Context, p string) ([]iceberg.Manif
 }
 
 // writeManifest writes a data manifest of snapshot id: existing entries
-// (as EXISTING, keeping their sequence numbers) and, if not nil, added.
-func (s *Store) writeManifest(ctx context.Context, meta *icemeta.Metadata, sc *iceberg.Schema, id int64, existing []iceberg.ManifestEntry, added *iceberg.DataFile) (iceberg.ManifestFile, error) {
-	entries := make([]iceberg.ManifestEntry, 0, len(existing)+1)
+// (as EXISTING, keeping their sequence numbers) and added ones.
+func (s *Store) writeManifest(ctx context.Context, meta *icemeta.Metadata, sc *iceberg.Schema, id int64, existing []iceberg.ManifestEntry, added []*iceberg.DataFile) (iceberg.ManifestFile, error) {
+	entries := make([]iceberg.ManifestEntry, 0, len(existing)+len(added))
 	for _, e := range existing {
 		e.Status = iceberg.EntryStatusEXISTING
 		entries = append(entries, e)
 	}
-	if added != nil {
-		entries = append(entries, iceberg.ManifestEntry{Status: iceberg.EntryStatusADDED, DataFile: *added})
+	for _, df := range added {
+		entries = append(entries, iceberg.ManifestEntry{Status: iceberg.EntryStatusADDED, DataFile: *df})
 	}
 	var buf bytes.Buffer
 	mf, err := iceberg.WriteManifest(&buf, *meta.Spec(), sc, id, entries)
@@ -103,9 +103,10 @@ func sortedEntries(files map[string]iceberg.ManifestEntry) []iceberg.ManifestEnt
 	})
 }
 
-// appendFile commits a snapshot that adds df (operation "append"), with
-// the schema updates ups (sc is the schema they make current).
-func (s *Store) appendFile(ctx context.Context, ts *topicState, topic string, df *iceberg.DataFile, sc *iceberg.Schema, ups []icemeta.Update, props map[string]string) error {
+// appendFiles commits a snapshot that adds dfs (operation "append"), in
+// one new manifest, with the schema updates ups (sc is the schema they
+// make current).
+func (s *Store) appendFiles(ctx context.Context, ts *topicState, topic string, dfs []*iceberg.DataFile, sc *iceberg.Schema, ups []icemeta.Update, props map[string]string) error {
 	meta := ts.meta
 	id, seq := newSnapshotID(meta), meta.LastSequenceNumber+1
 	var mans, data []iceberg.ManifestFile
@@ -120,20 +121,29 @@ func (s *Store) appendFile(ctx context.Context, ts *topicState, topic string, df
 	if len(data)+1 > s.maxMans {
 		existing, data = sortedEntries(ts.files), nil
 	}
-	mf, err := s.writeManifest(ctx, meta, sc, id, existing, df)
+	mf, err := s.writeManifest(ctx, meta, sc, id, existing, dfs)
 	if err != nil {
 		return err
 	}
 	mans = append(append(mans, data...), mf)
 	files := maps.Clone(ts.files)
-	files[df.FilePath] = iceberg.ManifestEntry{
-		Status: iceberg.EntryStatusADDED, SnapshotID: &id, SequenceNumber: &seq, FileSequenceNumber: &seq, DataFile: *df,
+	var records, size int64
+	parts := map[any]bool{}
+	for _, df := range dfs {
+		files[df.FilePath] = iceberg.ManifestEntry{
+			Status: iceberg.EntryStatusADDED, SnapshotID: &id, SequenceNumber: &seq, FileSequenceNumber: &seq, DataFile: *df,
+		}
+		records += df.RecordCount
+		size += df.FileSizeInBytes
+		for _, v := range df.Partition {
+			parts[v] = true // (one partition field: the Kafka partition)
+		}
 	}
 	sum := summary("append", files, props)
-	sum["added-data-files"] = "1"
-	sum["added-records"] = strconv.FormatInt(df.RecordCount, 10)
-	sum["added-files-size"] = strconv.FormatInt(df.FileSizeInBytes, 10)
-	sum["changed-partition-count"] = "1"
+	sum["added-data-files"] = strconv.Itoa(len(dfs))
+	sum["added-records"] = strconv.FormatInt(records, 10)
+	sum["added-files-size"] = strconv.FormatInt(size, 10)
+	sum["changed-partition-count"] = strconv.Itoa(max(len(parts), 1))
 	if _, ok := meta.Properties[icemeta.PropNameMapping]; !ok {
 		// Readers map files without field ids by name; iceberg-go's
 		// and Java's writers set the mapping on a table's first append

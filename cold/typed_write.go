@@ -183,8 +183,9 @@ func (w *typedWriter) compile(t iceberg.Type, f *schema.Field, path []string, de
 	return n, nil
 }
 
-// appendRow appends the typed columns of one record value to vals.
-func (w *typedWriter) appendRow(vals []parquet.Value, value []byte) []parquet.Value {
+// appendRow appends the typed columns of one record value to cols, the
+// values of each column of the file (by column index).
+func (w *typedWriter) appendRow(cols [][]parquet.Value, value []byte) {
 	var v any
 	if value != nil {
 		if d, ok := w.decode(value); ok {
@@ -196,10 +197,9 @@ func (w *typedWriter) appendRow(vals []parquet.Value, value []byte) []parquet.Va
 	}
 	w.put(w.root, v, 0, 0)
 	for i, b := range w.bufs {
-		vals = append(vals, b...)
+		cols[w.cols[i]] = append(cols[w.cols[i]], b...)
 		w.bufs[i] = b[:0]
 	}
-	return vals
 }
 
 // nulls marks a null (or empty list or map) at definition level def for

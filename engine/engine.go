@@ -49,6 +49,11 @@ type Options struct {
 	// TieringInterval is how often the archiving worker looks for sealed
 	// segments. Default 2s.
 	TieringInterval time.Duration
+	// ArchiveMemory bounds what the archiving worker holds: the segments
+	// it reads from Redis and the files it writes (it archives fewer at
+	// once when they would take more, one at the least). Default
+	// DefaultArchiveMemory.
+	ArchiveMemory int64
 	// Index configures the KV view's key index and compaction (kv.go).
 	Index IndexOptions
 	// RetentionInterval is how often retention is checked. Default 5s.
@@ -185,6 +190,9 @@ func Open(ctx context.Context, rc *resp.Client, opts Options) (*Engine, error) {
 	}
 	if opts.RetentionInterval <= 0 {
 		opts.RetentionInterval = 5 * time.Second
+	}
+	if opts.ArchiveMemory <= 0 {
+		opts.ArchiveMemory = DefaultArchiveMemory
 	}
 	if opts.GroupInitialRebalanceDelay == 0 {
 		opts.GroupInitialRebalanceDelay = 3 * time.Second

@@ -60,8 +60,67 @@ type tiering struct {
 	wake   chan struct{}
 }
 
-// archiveConcurrency is how many segments are archived at once.
+// archiveConcurrency is how many segments are read and uploaded at once,
+// memory (Options.ArchiveMemory) permitting.
 const archiveConcurrency = 4
+
+// DefaultArchiveMemory is Options.ArchiveMemory's default: four segments
+// of a few MiB archive at once (about 3.7 MiB each for 1 MiB segments on
+// S3), a segment of 1 GiB alone.
+const DefaultArchiveMemory = 32 << 20
+
+// archiveReadBytes is the most record bytes one read of a segment being
+// archived asks Redis for.
+const archiveReadBytes = 8 << 20
+
+// archiveMemory is about the most an archiving job holds: the Redis
+// reply of one read and the records decoded from it (about twice the
+// records' bytes; sg.Bytes are those as Redis stores them), and what the
+// cold tier holds writing the file.
+func (e *Engine) archiveMemory(sg Segment) int64 {
+	return 2*min(sg.Bytes, archiveReadBytes) + e.opts.Cold.UploadMemory(sg.Bytes)
+}
+
+// memBudget lets jobs start while what they hold fits in limit; one job
+// always may. One goroutine acquires, any release.
+type memBudget struct {
+	mu    sync.Mutex
+	limit int64
+	used  int64
+	freed chan struct{} // a release happened (capacity 1)
+}
+
+func newMemBudget(limit int64) *memBudget {
+	return &memBudget{limit: limit, freed: make(chan struct{}, 1)}
+}
+
+// acquire waits until n more fits (or nothing is held), or ctx ends.
+func (b *memBudget) acquire(ctx context.Context, n int64) error {
+	for {
+		b.mu.Lock()
+		if b.used == 0 || b.used+n <= b.limit {
+			b.used += n
+			b.mu.Unlock()
+			return nil
+		}
+		b.mu.Unlock()
+		select {
+		case <-b.freed:
+		case <-ctx.Done():
+			return fmt.Errorf("archive memory: %w", ctx.Err())
+		}
+	}
+}
+
+func (b *memBudget) release(n int64) {
+	b.mu.Lock()
+	b.used -= n
+	b.mu.Unlock()
+	select {
+	case b.freed <- struct{}{}:
+	default:
+	}
+}
 
 // Tiering reports the archiving worker's state; ok is false without a
 // cold tier.
@@ -152,15 +211,26 @@ func (e *Engine) archiveRound(ctx context.Context) int {
 			p.applyLocalRetention(segs, s, now)
 		}
 	}
+	// A job holds its slot while it reads its segment and uploads the
+	// file; the commits it then waits for (which take the files that
+	// uploaded meanwhile along) run beside the next uploads.
 	sem := make(chan struct{}, archiveConcurrency)
+	mem := newMemBudget(e.opts.ArchiveMemory)
 	var wg sync.WaitGroup
 	var failed atomic.Int64
 	for _, j := range jobs {
 		sem <- struct{}{}
+		held := e.archiveMemory(j.sg)
+		if err := mem.acquire(ctx, held); err != nil {
+			<-sem
+			break // shutting down
+		}
 		wg.Add(1)
 		go func() {
-			defer func() { <-sem; wg.Done() }()
-			if err := j.p.archive(ctx, j.sg); err != nil && ctx.Err() == nil {
+			var once sync.Once
+			release := func() { once.Do(func() { mem.release(held); <-sem }) }
+			defer func() { release(); wg.Done() }()
+			if err := j.p.archive(ctx, j.sg, release); err != nil && ctx.Err() == nil {
 				failed.Add(1)
 				e.tierError(fmt.Errorf("archive %s/%d segment %d: %w", j.p.t.name, j.p.id, j.sg.ID, err))
 			}
@@ -191,8 +261,9 @@ func (e *Engine) tierError(err error) {
 }
 
 // archive moves one sealed segment's records to the cold tier and marks it
-// archived.
-func (p *Partition) archive(ctx context.Context, sg Segment) error {
+// archived; uploaded is called once its file is in the store (before the
+// commit that adds it to the table).
+func (p *Partition) archive(ctx context.Context, sg Segment, uploaded func()) error {
 	e := p.t.e
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
@@ -213,7 +284,7 @@ func (p *Partition) archive(ctx context.Context, sg Segment) error {
 			return nil, nil, io.EOF
 		}
 		res = p.newReadResult()
-		if err := p.readStream(ctx, res, sg.ID, from, sg.Last, maxReadCount, 8<<20); err != nil {
+		if err := p.readStream(ctx, res, sg.ID, from, sg.Last, maxReadCount, archiveReadBytes); err != nil {
 			return nil, nil, err
 		}
 		if len(res.Records) == 0 {
@@ -226,7 +297,16 @@ func (p *Partition) archive(ctx context.Context, sg Segment) error {
 		// in Redis: it is trimmed with the log start, not by archiving.)
 		return res.Records, res.Txns, nil
 	}
-	df, err := e.opts.Cold.Archive(ctx, ref, next)
+	up, err := e.opts.Cold.Upload(ctx, ref, next)
+	if res != nil {
+		res.Release()
+		res = nil
+	}
+	uploaded()
+	var df cold.DataFile
+	if err == nil {
+		df, err = up.Commit(ctx)
+	}
 	switch {
 	case errors.Is(err, cold.ErrNoRecords):
 		// Compaction emptied the segment: nothing to keep.

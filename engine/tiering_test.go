@@ -192,6 +192,30 @@ func TestArchivingSurvivesS3Outage(t *testing.T) {
 	}
 }
 
+// With less archive memory than one segment holds, segments archive one
+// at a time, and all of them.
+func TestArchivingInSmallMemory(t *testing.T) {
+	r := testbed.StartRedis(t)
+	e, _ := enginetest.Open(t, r, engine.Options{Cold: enginetest.Cold(t, enginetest.S3Warehouse(testbed.StartVersityGW(t), "korvet")),
+		TieringInterval: 50 * time.Millisecond, ArchiveMemory: 1})
+	tp, err := e.CreateTopic(context.Background(), "small", 3, tieredTopicConfig, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := make([][]record.Record, 3)
+	for i, p := range tp.Partitions() {
+		want[i] = tieredRecords(p.ID(), 300, time.Now().UnixMilli())
+		appendAll(t, p, want[i])
+	}
+	waitTiered(t, e, "small")
+	for i, p := range tp.Partitions() {
+		checkLog(t, p, want[i])
+	}
+	if st, _ := e.Tiering(); st.Errors != 0 {
+		t.Fatalf("tiering errors: %+v", st)
+	}
+}
+
 // Deleting records past archived segments deletes their cold files too.
 func TestDeleteRecordsRemovesColdFiles(t *testing.T) {
 	r := testbed.StartRedis(t)

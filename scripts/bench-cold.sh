@@ -5,21 +5,24 @@
 # fetch does (1 MiB reads from a store with an empty footer cache). Runs
 # with 1 and 4 concurrent partitions and prints the figures next to
 # Korvet's (S3 archiving ~32k records/s per stream, 115k/s with four
-# streams, 8-vCPU cloud machine) and the target (>= 100k records/s).
+# streams, 8-vCPU cloud machine) and the target (>= 350k records/s for a
+# backlog of 1M records in 4 partitions, 1 MiB segments). The records come
+# from memory; `go test ./engine -run '^$' -bench ArchiveFromRedis`
+# archives the same backlog from Redis streams.
 #
 #   scripts/bench-cold.sh
 #
-# Environment: RECORDS (default 2000000), SIZE (100), SEGMENT (250000
-# records per segment), VERSITYGW (binary; default: on PATH or in
+# Environment: RECORDS (default 1000000), SIZE (100), SEGMENT (7812
+# records per segment: about 1 MiB in Redis), VERSITYGW (binary; default: on PATH or in
 # $(go env GOPATH)/bin, installed with go install when missing).
 set -euo pipefail
 
 # shellcheck source=scripts/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-RECORDS=${RECORDS:-2000000}
+RECORDS=${RECORDS:-1000000}
 SIZE=${SIZE:-100}
-SEGMENT=${SEGMENT:-250000}
+SEGMENT=${SEGMENT:-7812}
 VERSITYGW_VERSION=v1.8.0
 
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/korvet-bench-cold.XXXXXX")
@@ -99,6 +102,6 @@ printf '%-32s %14s %30s\n' "archive, 1 stream" "$a1" "Korvet ~32k/s per stream"
 printf '%-32s %14s %30s\n' "archive, 4 streams" "$a4" "Korvet 115k/s (8 vCPU)"
 printf '%-32s %14s %30s\n' "cold read, 1 stream" "$r1" ""
 printf '%-32s %14s %30s\n' "cold read, 4 streams" "$r4" ""
-verdict=$(awk -v a="$a1" 'BEGIN { print (a >= 100000) ? "met" : "NOT met" }')
-printf '%-32s %14s\n' "target archive >= 100k/s" "$verdict (1 stream)"
+verdict=$(awk -v a="$a4" 'BEGIN { print (a >= 350000) ? "met" : "NOT met" }')
+printf '%-32s %14s\n' "target archive >= 350k/s" "$verdict (4 streams)"
 echo "(took $((SECONDS - started))s)"

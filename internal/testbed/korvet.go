@@ -72,16 +72,6 @@ func (k *Korvet) Log() string {
 // LogPath is the file the broker logs to.
 func (k *Korvet) LogPath() string { return k.logPath }
 
-// PID is the process id of the running broker; 0 while it is stopped.
-func (k *Korvet) PID() int {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if k.proc == nil {
-		return 0
-	}
-	return k.proc.cmd.Process.Pid
-}
-
 // Running tells whether the process runs (paused counts as running).
 func (k *Korvet) Running() bool {
 	k.mu.Lock()

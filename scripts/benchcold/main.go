@@ -3,11 +3,13 @@
 // warehouse), and reading them back as a cold fetch would.
 //
 //	go run ./scripts/benchcold -endpoint 127.0.0.1:7070 -access KEY -secret SECRET \
-//	    -records 2000000 -size 100 -segment 250000 -streams 1
+//	    -records 1000000 -size 100 -segment 7812 -streams 4
 //
 // Archive: -records records of -size value bytes (16-byte keys, no
 // headers), cut into segments of -segment records and archived by -streams
-// concurrent partitions; reports records/s and MB/s of record payload.
+// concurrent partitions, each uploading its segments one after the other
+// and committing them behind (as korvet's archiving worker does); reports
+// records/s and MB/s of record payload.
 // Read: a fresh store (footer cache empty) reads every archived file from
 // start to end in fetches of -fetch bytes, -streams files at a time.
 // Prints "RESULT key=value ..." lines for scripts.
@@ -34,9 +36,9 @@ import (
 func main() {
 	var (
 		cfg     cold.Config
-		records = flag.Int("records", 2_000_000, "records to archive")
+		records = flag.Int("records", 1_000_000, "records to archive")
 		size    = flag.Int("size", 100, "value bytes per record")
-		segment = flag.Int("segment", 250_000, "records per segment")
+		segment = flag.Int("segment", 7812, "records per segment (7812: about 1 MiB of records in Redis)")
 		streams = flag.Int("streams", 1, "partitions archived (and read) concurrently")
 		chunk   = flag.Int("chunk", 10_000, "records handed to Archive per call of next")
 		fetch   = flag.Int("fetch", 1<<20, "bytes per cold read (a fetch's partition max bytes)")
@@ -81,8 +83,8 @@ func run(cfg cold.Config, topic string, records, size, segment, streams, chunk, 
 	var mu sync.Mutex
 	var payload atomic.Int64
 	start := time.Now()
-	var wg sync.WaitGroup
-	errs := make(chan error, streams)
+	var wg, commits sync.WaitGroup
+	errs := make(chan error, streams+nseg*streams)
 	for p := range streams {
 		wg.Add(1)
 		go func() {
@@ -123,18 +125,30 @@ func run(cfg cold.Config, topic string, records, size, segment, streams, chunk, 
 				}
 				ref := cold.SegmentRef{Topic: topic, TopicID: [16]byte{1}, Partition: int32(p), Segment: int64(sg),
 					BaseOffset: base, LastOffset: base + int64(n) - 1}
-				df, err := s.Archive(ctx, ref, next)
+				// As korvet's archiving worker does: the next segment
+				// uploads while this one waits for its commit.
+				u, err := s.Upload(ctx, ref, next)
 				if err != nil {
 					errs <- err
 					return
 				}
-				mu.Lock()
-				files = append(files, df)
-				mu.Unlock()
+				commits.Add(1)
+				go func() {
+					defer commits.Done()
+					df, err := u.Commit(ctx)
+					if err != nil {
+						errs <- err
+						return
+					}
+					mu.Lock()
+					files = append(files, df)
+					mu.Unlock()
+				}()
 			}
 		}()
 	}
 	wg.Wait()
+	commits.Wait()
 	close(errs)
 	if err := <-errs; err != nil {
 		return err

@@ -1,0 +1,5 @@
+//go:build race
+
+package cold
+
+const raceEnabled = true
