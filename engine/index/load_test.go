@@ -99,6 +99,155 @@ func TestLoaderMatchesBatch(t *testing.T) {
 	}
 }
 
+// Updates in key order are written into the table as they come, and
+// leave what Batches leave: runs in order long enough to be streamed,
+// with a key updated several times in a row (set, deleted, set again),
+// broken by keys that do not Fit (the Loader is flushed first, as a
+// rebuild does) and by runs in random order, on top of existing data.
+func TestLoaderStreamMatchesBatch(t *testing.T) {
+	ctx := context.Background()
+	open := func() *Index {
+		ix, err := Open(t.TempDir(), Options{Bulk: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ix.Close() })
+		return ix
+	}
+	viaBatch, viaLoad := open(), open()
+	topic := TopicID{7}
+	for _, ix := range []*Index{viaBatch, viaLoad} {
+		b := ix.NewBatch()
+		for i := range 100 {
+			if err := b.Set(topic, fmt.Appendf(nil, "k%06d", i*97), Pointer{Partition: 1, Offset: int64(i)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := b.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		b.Close()
+	}
+	rng := rand.New(rand.NewPCG(7, 8))
+	l := viaLoad.NewLoader(topic, 2)
+	b := viaBatch.NewBatch()
+	off := int64(100)
+	flushes, streamed := 0, 0
+	flush := func() {
+		t.Helper()
+		if err := b.SetCheckpoint(topic, 2, off); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		b.Close()
+		b = viaBatch.NewBatch()
+		if err := l.Flush(ctx, off); err != nil {
+			t.Fatal(err)
+		}
+		flushes++
+	}
+	update := func(k []byte) {
+		t.Helper()
+		if !l.Fits(k) {
+			flush()
+		}
+		if l.sw != nil {
+			streamed++
+		}
+		if rng.IntN(7) == 0 {
+			if err := b.Delete(topic, k); err != nil {
+				t.Fatal(err)
+			}
+			l.Delete(k)
+		} else {
+			p := Pointer{Partition: 2, Offset: off, Tombstone: rng.IntN(9) == 0}
+			if err := b.Set(topic, k, p); err != nil {
+				t.Fatal(err)
+			}
+			l.Set(k, p)
+		}
+		off++
+	}
+	for run := range 6 {
+		if run%3 == 2 {
+			for range 3000 { // random order: buffered
+				update(fmt.Appendf(nil, "k%06d", rng.IntN(30000)))
+			}
+			flush()
+			continue
+		}
+		// In order, from a random start: streamed past streamAfter; a key
+		// before the last one ends the table.
+		k := rng.IntN(10000)
+		for range 3 * streamAfter {
+			key := fmt.Appendf(nil, "k%06d", k)
+			for range 1 + rng.IntN(3) {
+				update(key)
+			}
+			k += 1 + rng.IntN(3)
+		}
+	}
+	flush()
+	if streamed < 2*streamAfter || flushes < 6 {
+		t.Fatalf("%d updates streamed, %d flushes: the test does not stream", streamed, flushes)
+	}
+	if m, _ := filepath.Glob(filepath.Join(viaLoad.dir, "load-*")); len(m) != 0 {
+		t.Fatalf("left behind: %v", m)
+	}
+	want, got := dump(t, viaBatch), dump(t, viaLoad)
+	if len(want) != len(got) {
+		t.Fatalf("%d entries via Loader, %d via Batch", len(got), len(want))
+	}
+	for i := range want {
+		if !bytes.Equal(want[i][0], got[i][0]) || !bytes.Equal(want[i][1], got[i][1]) {
+			t.Fatalf("entry %d: %x=%x via Loader, %x=%x via Batch", i, got[i][0], got[i][1], want[i][0], want[i][1])
+		}
+	}
+}
+
+// A table being written goes with Reset (a rebuild that fails), and a key
+// added out of its order fails the Flush instead of breaking the table.
+func TestLoaderStreamReset(t *testing.T) {
+	ix, err := Open(t.TempDir(), Options{Bulk: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ix.Close()
+	l := ix.NewLoader(TopicID{1}, 0)
+	fill := func() {
+		for i := range 2 * streamAfter {
+			l.Set(fmt.Appendf(nil, "key-%06d", i), Pointer{Offset: int64(i)})
+		}
+		if l.sw == nil {
+			t.Fatal("keys in order are not written as they come")
+		}
+	}
+	fill()
+	if l.Fits([]byte("key-000001")) || !l.Fits([]byte("key-999999")) {
+		t.Fatal("Fits does not follow the table's order")
+	}
+	l.Reset()
+	if m, _ := filepath.Glob(filepath.Join(ix.dir, "load-*")); len(m) != 0 {
+		t.Fatalf("left behind by Reset: %v", m)
+	}
+	fill()
+	l.Set([]byte("key-000001"), Pointer{Offset: 1})
+	if err := l.Flush(context.Background(), 1); err == nil {
+		t.Fatal("Flush of a key out of order succeeded")
+	}
+	if m, _ := filepath.Glob(filepath.Join(ix.dir, "load-*")); len(m) != 0 {
+		t.Fatalf("left behind by a failed Flush: %v", m)
+	}
+	if _, ok, err := ix.Checkpoint(TopicID{1}, 0); err != nil || ok {
+		t.Fatalf("a checkpoint after a failed Flush: %v %v", ok, err)
+	}
+	if l.Len() != 0 {
+		t.Fatalf("%d updates kept after a failed Flush", l.Len())
+	}
+}
+
 // dump returns every key and value of the store.
 func dump(t *testing.T, ix *Index) [][2][]byte {
 	t.Helper()
