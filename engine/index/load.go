@@ -12,6 +12,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/objstorage/objstorageprovider"
 	"github.com/cockroachdb/pebble/v2/sstable"
+	"github.com/cockroachdb/pebble/v2/sstable/block"
 )
 
 // Loader bulk-loads one partition's pointers, for a rebuild: updates are
@@ -280,14 +281,19 @@ func (l *Loader) flush(ctx context.Context, next int64) error {
 }
 
 // create opens a new table file in the index directory (Open removes
-// those a crash left behind).
+// those a crash left behind). Its data blocks are compressed with zstd at
+// level 1 (Pebble's Balanced profile), not 3 as compactions do: level 3
+// took a quarter of a rebuild's CPU for 4% fewer bytes (7.54 MB for 1M
+// keys of 9 bytes, 7.85-8.02 at level 1).
 func (l *Loader) create() (*sstable.Writer, string, error) {
 	path := filepath.Join(l.ix.dir, fmt.Sprintf("load-%d-%d.sst", os.Getpid(), l.ix.loads.Add(1)))
 	f, err := l.ix.po.FS.Create(path, "")
 	if err != nil {
 		return nil, "", err
 	}
-	return sstable.NewWriter(objstorageprovider.NewFileWritable(f), l.ix.po.MakeWriterOptions(0, l.ix.db.TableFormat())), path, nil
+	wo := l.ix.po.MakeWriterOptions(0, l.ix.db.TableFormat())
+	wo.Compression = block.BalancedCompression
+	return sstable.NewWriter(objstorageprovider.NewFileWritable(f), wo), path, nil
 }
 
 // write writes ents, sorted, into w: of updates of one key, only the last
