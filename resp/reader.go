@@ -66,6 +66,9 @@ func (f *framer) need(buffered int) int {
 // top-level reply completed to ends.
 func (f *framer) advance(buf []byte, ends []int) ([]int, error) {
 	for {
+		if f.body == 0 {
+			ends = f.fast(buf, ends)
+		}
 		if f.body > 0 {
 			if len(buf)-f.pos < f.body {
 				return ends, f.checkSize(len(buf))
@@ -103,6 +106,73 @@ func (f *framer) advance(buf []byte, ends []int) ([]int, error) {
 			f.start = f.pos
 		}
 	}
+}
+
+// digits reads the decimal number of a header line "<type><digits>\r\n"
+// at buf[at:], whole in buf: n and the offset after its CRLF, ok false
+// for anything else (a null, a line cut short or malformed: element
+// sorts those out). It accepts what parseLen does but "-1".
+func digits(buf []byte, at int) (n, next int, ok bool) {
+	i := at + 1
+	for ; i < len(buf) && i-at <= 18 && '0' <= buf[i] && buf[i] <= '9'; i++ {
+		n = n*10 + int(buf[i]-'0')
+	}
+	if i == at+1 || i+1 >= len(buf) || buf[i] != '\r' || buf[i+1] != '\n' {
+		return 0, 0, false
+	}
+	return n, i + 2, true
+}
+
+// fast is advance for the common case, in a tight loop: bulk strings
+// whole in buf, header and payload, and headers of non-empty arrays,
+// well-formed and within the limits. It stops, having changed nothing of
+// the element at f.pos, at anything else (a null, a scalar, a line cut
+// short, a malformed one), which advance then takes the long way (and
+// reports). Most elements of big replies (XRANGE's fields and values)
+// are such bulk strings.
+func (f *framer) fast(buf []byte, ends []int) []int {
+	pos, depth, start, limit := f.pos, f.depth, f.start, f.max
+	for pos < len(buf) {
+		typ := buf[pos]
+		if typ != redcon.Bulk && typ != redcon.Array {
+			break
+		}
+		n, i, ok := digits(buf, pos)
+		if !ok || n > limit {
+			break
+		}
+		if typ == redcon.Array {
+			if n == 0 || depth == maxDepth || i-start > limit {
+				break
+			}
+			f.left[depth] = n
+			depth++
+			pos = i
+			continue
+		}
+		if n > len(buf)-i-2 {
+			break
+		}
+		end := i + n + 2
+		if end-start > limit || buf[end-2] != '\r' || buf[end-1] != '\n' {
+			break
+		}
+		pos = end
+		// An element ended: close every array it completes.
+		for depth > 0 {
+			f.left[depth-1]--
+			if f.left[depth-1] > 0 {
+				break
+			}
+			depth--
+		}
+		if depth == 0 {
+			ends = append(ends, pos)
+			start = pos
+		}
+	}
+	f.pos, f.depth, f.start = pos, depth, start
+	return ends
 }
 
 func (f *framer) checkSize(end int) error {
