@@ -114,7 +114,7 @@ func (f *framer) advance(buf []byte, ends []int) ([]int, error) {
 // sorts those out). It accepts what parseLen does but "-1".
 func digits(buf []byte, at int) (n, next int, ok bool) {
 	i := at + 1
-	for ; i < len(buf) && i-at <= 18 && '0' <= buf[i] && buf[i] <= '9'; i++ {
+	for ; i < len(buf) && buf[i]-'0' <= 9 && i-at <= 18; i++ {
 		n = n*10 + int(buf[i]-'0')
 	}
 	if i == at+1 || i+1 >= len(buf) || buf[i] != '\r' || buf[i+1] != '\n' {
