@@ -120,22 +120,11 @@ func parseKeyEntriesTxn(b []byte, recs []record.Record, txns []record.Txn) ([]re
 	if err != nil {
 		return recs, txns, fmt.Errorf("%w: %v", entry.ErrMalformed, err)
 	}
+	var scratch [16][]byte // an entry's names and values, reused
+	fields := scratch[:0]
 	for range n {
 		var id []byte
-		var nf int
-		two, err := w.Array()
-		if err == nil && two != 2 {
-			err = fmt.Errorf("stream entry of %d elements", two)
-		}
-		if err == nil {
-			id, err = w.Bulk()
-		}
-		if err == nil {
-			nf, err = w.Array()
-		}
-		if err == nil && nf%2 != 0 {
-			err = fmt.Errorf("stream entry of %d fields and values", nf)
-		}
+		id, fields, err = w.Entry(fields[:0])
 		if err != nil {
 			return recs, txns, fmt.Errorf("%w: %v", entry.ErrMalformed, err)
 		}
@@ -145,15 +134,8 @@ func parseKeyEntriesTxn(b []byte, recs []record.Record, txns []record.Txn) ([]re
 		}
 		rec := record.Record{Offset: off}
 		txn := record.Txn{ProducerID: -1}
-		for j := 0; j < nf; j += 2 {
-			name, err := w.Bulk()
-			var val []byte
-			if err == nil {
-				val, err = w.Bulk()
-			}
-			if err != nil {
-				return recs, txns, fmt.Errorf("%w: %v", entry.ErrMalformed, err)
-			}
+		for j := 0; j+1 < len(fields); j += 2 {
+			name, val := fields[j], fields[j+1]
 			switch {
 			case string(name) == "__key":
 				rec.Key = val
