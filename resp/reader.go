@@ -47,10 +47,77 @@ type framer struct {
 	body  int // >0: bytes of bulk payload+CRLF still to skip
 	depth int
 	left  [maxDepth]int // elements still due in each open array
+
+	// With mark, every element is recorded in marks as it is framed
+	// (Replies.Marks); spans holds, per reply, where its marks are, or
+	// {-1, -1} when it has an element a Mark cannot say (see Mark).
+	mark     bool
+	unmarked bool // the unfinished reply has such an element
+	markFrom int  // where its marks start
+	marks    []Mark
+	spans    [][2]int
 }
 
-func (f *framer) reset(max int) {
-	*f = framer{max: max}
+func (f *framer) reset(max int, mark bool) {
+	marks, spans := f.marks[:0], f.spans[:0]
+	*f = framer{max: max, mark: mark, marks: marks, spans: spans}
+}
+
+// Mark is one element of a reply as the framer found it (Replies.Marks):
+// a bulk string (its payload's offset in the reply's Raw, and length) or
+// an array (its number of elements, which follow it). Scalars, nulls and
+// empty arrays have none.
+type Mark uint64
+
+const (
+	markArray = Mark(1) << 63
+	markMax   = 1<<31 - 1 // offsets and lengths a Mark can hold
+)
+
+// IsArray reports an array; Len is then its number of elements.
+func (m Mark) IsArray() bool { return m&markArray != 0 }
+
+// Len is a bulk string's length, or an array's number of elements.
+func (m Mark) Len() int { return int(m & (1<<32 - 1)) }
+
+// Bulk returns the bulk string m marks in raw, the Raw of its reply,
+// capped; nil for an array (or a Mark of another reply).
+func (m Mark) Bulk(raw []byte) []byte {
+	off, n := int(m>>32&markMax), m.Len()
+	if m.IsArray() || off+n > len(raw) {
+		return nil
+	}
+	return raw[off : off+n : off+n]
+}
+
+// markBulk records a bulk string whose payload of n bytes starts at off
+// in its reply.
+func (f *framer) markBulk(off, n int) {
+	if off > markMax || n > markMax {
+		f.unmarked = true
+	} else {
+		f.marks = append(f.marks, Mark(off)<<32|Mark(n))
+	}
+}
+
+// markArray records an array of n > 0 elements.
+func (f *framer) markArray(n int) {
+	if n > markMax {
+		f.unmarked = true
+	} else {
+		f.marks = append(f.marks, markArray|Mark(n))
+	}
+}
+
+// markEnd closes the marks of the reply that just ended.
+func (f *framer) markEnd() {
+	span := [2]int{f.markFrom, len(f.marks)}
+	if f.unmarked {
+		f.marks = f.marks[:f.markFrom]
+		span = [2]int{-1, -1}
+	}
+	f.spans = append(f.spans, span)
+	f.markFrom, f.unmarked = len(f.marks), false
 }
 
 // need reports how many bytes beyond buffered ones the unfinished reply
@@ -104,6 +171,9 @@ func (f *framer) advance(buf []byte, ends []int) ([]int, error) {
 		if f.depth == 0 {
 			ends = append(ends, f.pos)
 			f.start = f.pos
+			if f.mark {
+				f.markEnd()
+			}
 		}
 	}
 }
@@ -145,6 +215,9 @@ func (f *framer) fast(buf []byte, ends []int) []int {
 			if n == 0 || depth == maxDepth || i-start > limit {
 				break
 			}
+			if f.mark {
+				f.markArray(n)
+			}
 			f.left[depth] = n
 			depth++
 			pos = i
@@ -156,6 +229,9 @@ func (f *framer) fast(buf []byte, ends []int) []int {
 		end := i + n + 2
 		if end-start > limit || buf[end-2] != '\r' || buf[end-1] != '\n' {
 			break
+		}
+		if f.mark {
+			f.markBulk(i-start, n)
 		}
 		pos = end
 		// An element ended: close every array it completes.
@@ -169,6 +245,9 @@ func (f *framer) fast(buf []byte, ends []int) []int {
 		if depth == 0 {
 			ends = append(ends, pos)
 			start = pos
+			if f.mark {
+				f.markEnd()
+			}
 		}
 	}
 	f.pos, f.depth, f.start = pos, depth, start
@@ -217,12 +296,14 @@ func (f *framer) element(buf []byte) (done bool, err error) {
 		switch typ {
 		case redcon.String, redcon.Error:
 			f.pos = next
+			f.unmarked = true
 			return true, nil
 		case redcon.Integer:
 			if !validInt(line) {
 				return false, &errProtocol{fmt.Sprintf("bad integer %q", line)}
 			}
 			f.pos = next
+			f.unmarked = true
 			return true, nil
 		}
 		n, ok := parseLen(line)
@@ -239,14 +320,23 @@ func (f *framer) element(buf []byte) (done bool, err error) {
 				if err := f.checkSize(f.pos + f.body); err != nil {
 					return false, err
 				}
+				if f.mark {
+					f.markBulk(f.pos-f.start, n)
+				}
+			} else {
+				f.unmarked = true
 			}
 			return true, nil
 		}
 		if n <= 0 { // null or empty array
+			f.unmarked = true
 			return true, nil
 		}
 		if f.depth == maxDepth {
 			return false, &errProtocol{fmt.Sprintf("arrays nested deeper than %d", maxDepth)}
+		}
+		if f.mark {
+			f.markArray(n)
 		}
 		f.left[f.depth] = n
 		f.depth++
@@ -291,7 +381,8 @@ func parseLen(b []byte) (int, bool) {
 	return n, true
 }
 
-// readReplies reads exactly want top-level replies from r into rs. Bytes
+// readReplies reads exactly want top-level replies from r into rs, with
+// the Marks of their elements when mark is set. Bytes
 // past the last reply are reported by trailing=true (the caller must not
 // reuse the connection: it is out of step).
 //
@@ -299,12 +390,12 @@ func parseLen(b []byte) (int, bool) {
 // pipeline's replies) come first, and the bytes past the last reply are
 // kept in *carry for the next read instead of being reported: the
 // connection has more pipelines in flight.
-func readReplies(r io.Reader, rs *Replies, want, maxReply int, carry *[]byte) (trailing bool, err error) {
+func readReplies(r io.Reader, rs *Replies, want, maxReply int, carry *[]byte, mark bool) (trailing bool, err error) {
 	rs.buf = rs.buf[:0]
 	rs.ends = rs.ends[:0]
 	rs.list = rs.list[:0]
 	f := &rs.fr
-	f.reset(maxReply)
+	f.reset(maxReply, mark)
 	if carry != nil && len(*carry) > 0 {
 		rs.grow(len(*carry) + minRead)
 		rs.buf = append(rs.buf, *carry...)

@@ -20,7 +20,7 @@ func read(in string, want, maxReply int, oneByte bool) (*Replies, bool, error) {
 		r = iotest.OneByteReader(r)
 	}
 	rs := &Replies{}
-	trailing, err := readReplies(r, rs, want, maxReply, nil)
+	trailing, err := readReplies(r, rs, want, maxReply, nil, false)
 	return rs, trailing, err
 }
 
@@ -143,7 +143,7 @@ func TestReadRepliesLarge(t *testing.T) {
 	}
 	r := &chunkReader{data: b, sizes: []int{1, 3, 7000, 1, 65536, 13}}
 	rs := &Replies{}
-	if _, err := readReplies(r, rs, 1, 1<<30, nil); err != nil {
+	if _, err := readReplies(r, rs, 1, 1<<30, nil, false); err != nil {
 		t.Fatal(err)
 	}
 	i := 0
@@ -241,20 +241,24 @@ func FuzzReadReply(f *testing.F) {
 		f.Add([]byte(s), uint8(1), false)
 		f.Add([]byte(s), uint8(2), true)
 	}
-	// Log entries, whole and cut short: the framer's fast path.
+	// Log entries, whole and cut short: the framer's fast path; with
+	// marks, and two replies.
 	entries := logEntries(3)
 	for _, n := range []int{len(entries), len(entries) - 1, len(entries) / 2, 40} {
 		f.Add(entries[:n], uint8(0), false)
+		f.Add(entries[:n], uint8(4), n%2 == 0)
 	}
+	f.Add(append(logEntries(2), "*2\r\n$1\r\na\r\n:1\r\n"...), uint8(5), false)
 	f.Fuzz(func(t *testing.T, data []byte, want uint8, oneByte bool) {
 		const maxReply = 1 << 16
 		n := 1 + int(want%4)
+		mark := want&4 != 0
 		var r io.Reader = bytes.NewReader(data)
 		if oneByte {
 			r = iotest.OneByteReader(r)
 		}
 		rs := &Replies{}
-		_, err := readReplies(r, rs, n, maxReply, nil)
+		_, err := readReplies(r, rs, n, maxReply, nil, mark)
 		if cap(rs.buf) > 4*(len(data)+minRead) {
 			t.Fatalf("buffer grew to %d for %d input bytes", cap(rs.buf), len(data))
 		}
@@ -275,6 +279,9 @@ func FuzzReadReply(f *testing.F) {
 				t.Fatalf("reply of %d bytes over the limit", len(r.Raw))
 			}
 			walk(t, r, 0)
+			if m := rs.Marks(i); mark || m != nil {
+				checkMarks(t, r.Raw, m)
+			}
 			// Arrays are decoded from their header only: as redcon would.
 			if n, deep := redcon.ReadNextRESP(r.Raw); n != len(r.Raw) || deep.Type != r.Type || deep.Count != r.Count ||
 				!bytes.Equal(deep.Data, r.Data) || len(deep.Data) != len(r.Data) {
@@ -285,6 +292,77 @@ func FuzzReadReply(f *testing.F) {
 			t.Fatal("replies do not tile the input")
 		}
 	})
+}
+
+// checkMarks checks the marks of a reply against a walk of it: one per
+// element, in order, saying what the Walker reads; none (nil) exactly
+// when the reply has a scalar, a null or an empty array.
+func checkMarks(t *testing.T, raw []byte, marks []Mark) {
+	t.Helper()
+	w := NewWalker(raw)
+	var want []Value
+	markable := true
+	for due := 1; due > 0; due-- {
+		v, err := w.Next()
+		if err != nil {
+			t.Fatalf("walk of a framed reply %q: %v", raw, err)
+		}
+		due += v.Len
+		want = append(want, v)
+		markable = markable && (v.Kind == KindBulk || v.Kind == KindArray && v.Len > 0)
+	}
+	if !markable {
+		if marks != nil {
+			t.Fatalf("%d marks for %q, which has elements without", len(marks), raw)
+		}
+		return
+	}
+	if len(marks) != len(want) {
+		t.Fatalf("%d marks for the %d elements of %q", len(marks), len(want), raw)
+	}
+	for i, v := range want {
+		m := marks[i]
+		if m.IsArray() != (v.Kind == KindArray) || m.IsArray() && m.Len() != v.Len ||
+			!m.IsArray() && (!bytes.Equal(m.Bulk(raw), v.Data) || m.Len() != len(v.Data) || cap(m.Bulk(raw)) != len(v.Data) ||
+				len(v.Data) > 0 && &m.Bulk(raw)[0] != &v.Data[0]) {
+			t.Fatalf("mark %d of %q: array %v len %d bulk %q; the walk says %+v", i, raw, m.IsArray(), m.Len(), m.Bulk(raw), v)
+		}
+	}
+}
+
+// Marks are recorded when asked for, per reply, whether a reply comes in
+// one read or byte by byte, and a reply with elements a Mark cannot say
+// has none.
+func TestReadRepliesMarks(t *testing.T) {
+	in := string(logEntries(20)) + "*2\r\n$1\r\na\r\n:1\r\n" + "$3\r\nabc\r\n" + "*1\r\n*0\r\n" + "-ERR x\r\n" + string(logEntries(1))
+	for _, oneByte := range []bool{false, true} {
+		var r io.Reader = strings.NewReader(in)
+		if oneByte {
+			r = iotest.OneByteReader(r)
+		}
+		rs := &Replies{}
+		if _, err := readReplies(r, rs, 6, 1<<20, nil, true); err != nil {
+			t.Fatal(err)
+		}
+		for i, want := range []int{1 + 20*11, 0, 1, 0, 0, 1 + 11} {
+			m := rs.Marks(i)
+			if len(m) != want {
+				t.Fatalf("oneByte %v: reply %d has %d marks, want %d", oneByte, i, len(m), want)
+			}
+			if want > 0 {
+				checkMarks(t, rs.At(i).Raw, m)
+			}
+		}
+		// Not asked for: none.
+		if _, err := readReplies(strings.NewReader(in), rs, 6, 1<<20, nil, false); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 6 {
+			if m := rs.Marks(i); m != nil {
+				t.Fatalf("reply %d has %d marks, none asked for", i, len(m))
+			}
+		}
+	}
 }
 
 func walk(t *testing.T, r Reply, depth int) {
@@ -325,16 +403,20 @@ func logEntries(n int) []byte {
 
 // BenchmarkReadXRANGE measures framing one XRANGE reply of 1000 log
 // entries of 256-byte values (a rebuild's read), arriving 64 KiB at a
-// time.
+// time, without and with Marks.
 func BenchmarkReadXRANGE(b *testing.B) {
 	raw := logEntries(1000)
-	rs := &Replies{}
-	b.SetBytes(int64(len(raw)))
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := readReplies(&chunkReader{data: raw, sizes: []int{64 << 10}}, rs, 1, DefaultMaxReplyBytes, nil); err != nil || rs.At(0).Len() != 1000 {
-			b.Fatal(err)
-		}
+	for _, mark := range []bool{false, true} {
+		b.Run(map[bool]string{false: "plain", true: "marks"}[mark], func(b *testing.B) {
+			rs := &Replies{}
+			b.SetBytes(int64(len(raw)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := readReplies(&chunkReader{data: raw, sizes: []int{64 << 10}}, rs, 1, DefaultMaxReplyBytes, nil, mark); err != nil || rs.At(0).Len() != 1000 {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.N*1000)/b.Elapsed().Seconds(), "entries/s")
+		})
 	}
-	b.ReportMetric(float64(b.N*1000)/b.Elapsed().Seconds(), "entries/s")
 }

@@ -201,7 +201,7 @@ func FuzzWalker(f *testing.F) {
 			in = data[:walked]
 		}
 		rs := &Replies{}
-		_, rerr := readReplies(bytes.NewReader(in), rs, 1, maxReply, nil)
+		_, rerr := readReplies(bytes.NewReader(in), rs, 1, maxReply, nil, false)
 		switch {
 		case werr != nil && rerr == nil:
 			t.Fatalf("the reader took %q, the walker refused it: %v", rs.At(0).Raw, werr)
