@@ -80,7 +80,9 @@ func BenchmarkReadKeys(b *testing.B) {
 }
 
 // BenchmarkParseKeyEntries measures the walk of one XRANGE reply of
-// keyScanCount records alone, on the bytes Redis sent.
+// keyScanCount records alone, on the bytes Redis sent, and (marks) the
+// reading of the same records from the Marks its framing left, as
+// readKeys does.
 func BenchmarkParseKeyEntries(b *testing.B) {
 	e, t := benchTopic(b, 1, keyScanCount)
 	p := t.Partition(0)
@@ -92,16 +94,28 @@ func BenchmarkParseKeyEntries(b *testing.B) {
 	}
 	raw := append([]byte(nil), rs.At(0).Raw...)
 	rs.Release()
-	recs := make([]record.Record, 0, keyScanCount)
-	b.SetBytes(int64(len(raw)))
-	b.ReportAllocs()
-	for b.Loop() {
-		recs, err = parseKeyEntries(raw, recs[:0])
-		if err != nil || len(recs) != keyScanCount {
-			b.Fatalf("%d records: %v", len(recs), err)
-		}
+	marks, err := resp.MarkReply(raw)
+	if err != nil || marks == nil {
+		b.Fatalf("marks %d: %v", len(marks), err)
 	}
-	b.ReportMetric(float64(b.N*keyScanCount)/b.Elapsed().Seconds(), "records/s")
+	for _, onMarks := range []bool{false, true} {
+		b.Run(map[bool]string{false: "walk", true: "marks"}[onMarks], func(b *testing.B) {
+			recs := make([]record.Record, 0, keyScanCount)
+			b.SetBytes(int64(len(raw)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if onMarks {
+					recs, _, err = parseKeyMarks(raw, marks, recs[:0], nil)
+				} else {
+					recs, err = parseKeyEntries(raw, recs[:0])
+				}
+				if err != nil || len(recs) != keyScanCount {
+					b.Fatalf("%d records: %v", len(recs), err)
+				}
+			}
+			b.ReportMetric(float64(b.N*keyScanCount)/b.Elapsed().Seconds(), "records/s")
+		})
+	}
 }
 
 // BenchmarkRebuild measures an offline rebuild of two partitions of 50k
