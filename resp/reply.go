@@ -190,6 +190,7 @@ func (r *Replies) Release() {
 		r.buf = nil
 		r.list = nil
 		r.ends = nil
+		r.fr.marks, r.fr.spans = nil, nil
 	}
 	clear(r.list) // drop references into buf early
 	r.list = r.list[:0]
