@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/korvet/korvet/engine/index"
 	"github.com/korvet/korvet/engine/record"
 )
 
@@ -159,7 +160,7 @@ func (kv *kvIndex) fill(ctx context.Context, kp *kvPart, limit int64, progress *
 		ld.next = from
 		// Room for the whole span when it fits the budget (offsets bound
 		// records; keys guessed at 16 bytes).
-		n := int(min(max(target()-from, 0), loadBudget/(40+16)))
+		n := int(min(max(target()-from, 0), loadBudget/(index.LoadEntrySize+16)))
 		ld.l.Grow(n, 16*n)
 	}
 

@@ -44,6 +44,10 @@ type Loader struct {
 
 	wantEnts, wantKeys int // room to make once the buffers fill (Grow)
 
+	order, tmp []sortEnt // Flush's sort, and its scratch
+	blk        []loadEnt // updates copied in order (writeOrder)
+	blkKeys    []byte
+
 	// The table being written while updates come, nil when none; ents
 	// then hold only the latest update, not written yet.
 	sw       *sstable.Writer
@@ -58,13 +62,10 @@ type Loader struct {
 // keys in random order would open a table for its first few keys.
 const streamAfter = 4096
 
-// loadEnt is one update; seq orders updates of one key (the last wins).
-// pre, the key's first 8 bytes, settles most comparisons of the sort
-// without reaching for the key.
+// loadEnt is one update (24 bytes); of updates of one key, the later one
+// (further in ents) wins.
 type loadEnt struct {
-	pre        uint64
 	koff, klen uint32
-	seq        uint32
 	del        bool
 	ptr        [PointerSize]byte
 }
@@ -111,11 +112,11 @@ func prefix(key []byte) uint64 {
 
 // compareLast compares key (pre its prefix) with the last key added.
 func (l *Loader) compareLast(pre uint64, key []byte) int {
-	last := &l.ents[len(l.ents)-1]
-	if pre != last.pre {
-		return cmp.Compare(pre, last.pre)
+	last := l.user(&l.ents[len(l.ents)-1])
+	if lp := prefix(last); pre != lp {
+		return cmp.Compare(pre, lp)
 	}
-	return bytes.Compare(key, l.user(last))
+	return bytes.Compare(key, last)
 }
 
 func (l *Loader) user(e *loadEnt) []byte { return l.keys[e.koff : e.koff+e.klen] }
@@ -141,7 +142,7 @@ func (l *Loader) add(key []byte) *loadEnt {
 			return nil
 		}
 		l.streamed++
-		l.swBytes += int(l.ents[0].klen) + loadEntSize
+		l.swBytes += int(l.ents[0].klen) + entSize
 		l.ents, l.keys = l.ents[:0], l.keys[:0]
 	} else if l.sorted && len(l.ents) > 0 && l.compareLast(pre, key) < 0 {
 		l.sorted = false
@@ -152,7 +153,7 @@ func (l *Loader) add(key []byte) *loadEnt {
 	if len(l.keys)+len(key) > cap(l.keys) && l.wantKeys > len(l.keys)+len(key) {
 		l.keys = slices.Grow(l.keys, l.wantKeys-len(l.keys))
 	}
-	l.ents = append(l.ents, loadEnt{pre: pre, koff: uint32(len(l.keys)), klen: uint32(len(key)), seq: uint32(len(l.ents))})
+	l.ents = append(l.ents, loadEnt{koff: uint32(len(l.keys)), klen: uint32(len(key))})
 	l.keys = append(l.keys, key...)
 	e := &l.ents[len(l.ents)-1]
 	if l.sw == nil && l.sorted && len(l.ents) >= streamAfter && l.err == nil {
@@ -174,18 +175,18 @@ func (l *Loader) stream() {
 	}
 	l.sw, l.swPath = w, path
 	n := len(l.ents) - 1
-	if err := l.write(w, l.ents, true); err != nil {
+	if err := l.write(w, l.ents, nil, true); err != nil {
 		l.err = err
 		return
 	}
 	for i := range l.ents[:n] {
-		l.swBytes += int(l.ents[i].klen) + loadEntSize
+		l.swBytes += int(l.ents[i].klen) + entSize
 	}
 	l.streamed += n
 	last := l.ents[n]
 	copy(l.keys, l.user(&last))
 	l.keys = l.keys[:last.klen]
-	last.koff, last.seq = 0, 0
+	last.koff = 0
 	l.ents = append(l.ents[:0], last)
 }
 
@@ -216,12 +217,20 @@ func (l *Loader) Reset() {
 func (l *Loader) Len() int { return len(l.ents) + l.streamed }
 
 // Size is the memory the collected updates take, in bytes, counting
-// those already written into the table as if they were held; callers
-// Flush before it passes their budget (and before 4 GiB of keys), so a
-// table ends, with a checkpoint, where it would have ended in memory.
+// those already written into the table as if they were held (without a
+// share in a sort they need not); callers Flush before it passes their
+// budget (and before 4 GiB of keys), so that a table that takes no
+// memory still ends, with a checkpoint, now and then.
 func (l *Loader) Size() int { return len(l.keys) + len(l.ents)*loadEntSize + l.swBytes }
 
-const loadEntSize = 40
+// LoadEntrySize is the memory an update takes in a Loader beside its key
+// (Size): its entry, and its place and scratch in Flush's sort.
+const LoadEntrySize = loadEntSize
+
+const (
+	entSize     = 24 // a loadEnt
+	loadEntSize = entSize + 2*16
+)
 
 // Flush writes the collected updates, the latest per key, with the
 // partition's checkpoint next, into one table and ingests it; the buffers
@@ -241,18 +250,10 @@ func (l *Loader) flush(ctx context.Context, next int64) error {
 		return l.err
 	}
 	w := l.sw
+	var order []sortEnt
 	if w == nil {
 		if !l.sorted {
-			kb := l.keys
-			slices.SortFunc(l.ents, func(a, b loadEnt) int {
-				if a.pre != b.pre {
-					return cmp.Compare(a.pre, b.pre) // zero padding sorts as bytes.Compare does
-				}
-				if c := bytes.Compare(kb[a.koff:a.koff+a.klen], kb[b.koff:b.koff+b.klen]); c != 0 {
-					return c
-				}
-				return cmp.Compare(a.seq, b.seq)
-			})
+			order = l.sortEnts()
 		}
 		var err error
 		if w, l.swPath, err = l.create(); err != nil {
@@ -260,7 +261,7 @@ func (l *Loader) flush(ctx context.Context, next int64) error {
 		}
 		l.sw = w
 	}
-	err := l.write(w, l.ents, false)
+	err := l.write(w, l.ents, order, false)
 	if err == nil {
 		// Checkpoint keys sort after every pointer key (namespace byte).
 		l.key = checkpointKey(l.key, l.topic, l.part)
@@ -280,6 +281,104 @@ func (l *Loader) flush(ctx context.Context, next int64) error {
 	return err
 }
 
+// sortEnt is an update's place in Flush's sort: pre holds its key's 8
+// bytes at the depth sorted on (past the prefix every key shares),
+// zero-padded, tail how many bytes of the key are left there (at most 9:
+// more than pre holds), idx where it is in ents.
+type sortEnt struct {
+	pre  uint64
+	idx  uint32
+	tail uint8
+}
+
+// sortEnts returns the order of ents by key, the updates of one key in
+// the order they came. Keys of a partition often share a long prefix
+// ("user-000…"): past it, 8 bytes and the length settle the order of
+// nearly all of them, sorted by radix (stable: the updates of one key
+// stay in order) without reaching for the keys; only runs that share
+// those 8 bytes too are sorted by the rest of their keys.
+func (l *Loader) sortEnts() []sortEnt {
+	ents := l.ents
+	depth := 0
+	if len(ents) > 0 {
+		first := l.user(&ents[0])
+		depth = len(first)
+		for i := 1; i < len(ents) && depth > 0; i++ {
+			k := l.user(&ents[i])
+			n := min(depth, len(k))
+			c := 0
+			for c < n && k[c] == first[c] {
+				c++
+			}
+			depth = c
+		}
+	}
+	order := slices.Grow(l.order[:0], len(ents))[:len(ents)]
+	for i := range ents {
+		k := l.user(&ents[i])[depth:]
+		order[i] = sortEnt{pre: prefix(k), idx: uint32(i), tail: uint8(min(len(k), 9))}
+	}
+	tmp := slices.Grow(l.tmp[:0], len(ents))[:len(ents)]
+	radixSort(order, tmp)
+	l.order, l.tmp = order, tmp
+	// Runs of keys alike in those 8 bytes and longer: by the rest.
+	kb := l.keys
+	rest := func(o sortEnt) []byte { e := &ents[o.idx]; return kb[int(e.koff)+depth+8 : e.koff+e.klen] }
+	for i := 0; i < len(order); {
+		j := i + 1
+		for j < len(order) && order[j].pre == order[i].pre && order[j].tail == order[i].tail {
+			j++
+		}
+		if order[i].tail == 9 && j-i > 1 {
+			slices.SortStableFunc(order[i:j], func(a, b sortEnt) int { return bytes.Compare(rest(a), rest(b)) })
+		}
+		i = j
+	}
+	return order
+}
+
+// radixSort sorts a by (pre, tail), stably, least significant byte first
+// (tmp, as long, is scratch); bytes all entries share are skipped.
+func radixSort(a, tmp []sortEnt) {
+	var counts [9][256]int
+	for i := range a {
+		e := &a[i]
+		counts[0][e.tail]++
+		for d := range 8 {
+			counts[d+1][byte(e.pre>>(8*d))]++
+		}
+	}
+	src, dst := a, tmp
+	for d := range 9 {
+		c := &counts[d]
+		if c[digit(&src[0], d)] == len(src) {
+			continue // the same byte everywhere
+		}
+		at := 0
+		for v := range c {
+			at, c[v] = at+c[v], at
+		}
+		for i := range src {
+			v := digit(&src[i], d)
+			dst[c[v]] = src[i]
+			c[v]++
+		}
+		src, dst = dst, src
+	}
+	if &src[0] != &a[0] {
+		copy(a, src)
+	}
+}
+
+// digit is byte d of the sort key, least significant first: the tail,
+// then pre's bytes from its last.
+func digit(e *sortEnt, d int) byte {
+	if d == 0 {
+		return e.tail
+	}
+	return byte(e.pre >> (8 * (d - 1)))
+}
+
 // create opens a new table file in the index directory (Open removes
 // those a crash left behind). Its data blocks are compressed with zstd at
 // level 1 (Pebble's Balanced profile), not 3 as compactions do: level 3
@@ -296,11 +395,15 @@ func (l *Loader) create() (*sstable.Writer, string, error) {
 	return sstable.NewWriter(objstorageprovider.NewFileWritable(f), wo), path, nil
 }
 
-// write writes ents, sorted, into w: of updates of one key, only the last
+// write writes ents into w, in key order: as they are, or in order (the
+// indexes sortEnts gives). Of updates of one key, only the last goes
 // (the one a later update of the same key does not follow). With
-// keepLast, ents[len(ents)-1] is left out: more updates of its key may
+// keepLast, the last of ents is left out: more updates of its key may
 // come.
-func (l *Loader) write(w *sstable.Writer, ents []loadEnt, keepLast bool) error {
+func (l *Loader) write(w *sstable.Writer, ents []loadEnt, order []sortEnt, keepLast bool) error {
+	if order != nil {
+		return l.writeOrder(w, ents, order)
+	}
 	n := len(ents)
 	if keepLast {
 		n--
@@ -312,6 +415,49 @@ func (l *Loader) write(w *sstable.Writer, ents []loadEnt, keepLast bool) error {
 		}
 		if err := l.put(w, e); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// gatherBlock is how many updates writeOrder copies in key order at a
+// time.
+const gatherBlock = 1024
+
+// writeOrder is write in order. The updates, scattered over ents and
+// keys, are copied a block at a time, in order, into small buffers
+// first: the copy's loads (cache misses, mostly) overlap one another,
+// those of the writer's loop would not (it took a third of a Flush of
+// 500k keys in random order).
+func (l *Loader) writeOrder(w *sstable.Writer, ents []loadEnt, order []sortEnt) error {
+	for at := 0; at < len(order); at += gatherBlock {
+		// One more than the block: the next key tells whether the
+		// block's last is its key's last update.
+		end := min(at+gatherBlock+1, len(order))
+		blk, kb := l.blk[:0], l.blkKeys[:0]
+		for _, o := range order[at:end] {
+			e := ents[o.idx]
+			kb = append(kb, l.keys[e.koff:e.koff+e.klen]...)
+			e.koff = uint32(len(kb)) - e.klen
+			blk = append(blk, e)
+		}
+		l.blk, l.blkKeys = blk, kb
+		user := func(e *loadEnt) []byte { return kb[e.koff : e.koff+e.klen] }
+		for i := range min(gatherBlock, len(blk)) {
+			e := &blk[i]
+			if i+1 < len(blk) && e.klen == blk[i+1].klen && bytes.Equal(user(e), user(&blk[i+1])) {
+				continue // a later update of the same key follows
+			}
+			l.key = dataKey(l.key, l.topic, user(e))
+			var err error
+			if e.del {
+				err = w.Delete(l.key)
+			} else {
+				err = w.Set(l.key, e.ptr[:])
+			}
+			if err != nil {
+				return err
+			}
 		}
 	}
 	return nil

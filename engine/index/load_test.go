@@ -207,6 +207,78 @@ func TestLoaderStreamMatchesBatch(t *testing.T) {
 	}
 }
 
+// Updates in random order are sorted as Batches order them: keys that
+// share a long prefix, and then 8 more bytes, keys that differ only in
+// their length or trailing zero bytes, the empty key; many updates of
+// each key, in more than a block of writeOrder; through several Flushes.
+func TestLoaderSortMatchesBatch(t *testing.T) {
+	ctx := context.Background()
+	open := func() *Index {
+		ix, err := Open(t.TempDir(), Options{Bulk: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ix.Close() })
+		return ix
+	}
+	viaBatch, viaLoad := open(), open()
+	topic := TopicID{3}
+	var keys [][]byte
+	for i := range 300 {
+		keys = append(keys, fmt.Appendf(nil, "tenant-0001/user-%06d", i*37%1000)) // prefix, then 8 bytes alike
+		keys = append(keys, fmt.Appendf(nil, "tenant-0001/user-%d", i))
+	}
+	keys = append(keys, []byte("tenant-0001"), []byte("tenant-0001\x00"), []byte("tenant-0001\x00\x00"),
+		[]byte("tenant-0001/user-00000\x00"), []byte("tenant-0001/user-00000"), []byte("t"), []byte{})
+	rng := rand.New(rand.NewPCG(9, 10))
+	l := viaLoad.NewLoader(topic, 1)
+	off := int64(0)
+	for run := range 3 {
+		b := viaBatch.NewBatch()
+		for range 5000 {
+			k := keys[rng.IntN(len(keys))]
+			if run == 0 {
+				k = k[:min(len(k), 11)] // all share the whole key: the empty depth, short keys
+			}
+			if rng.IntN(6) == 0 {
+				if err := b.Delete(topic, k); err != nil {
+					t.Fatal(err)
+				}
+				l.Delete(k)
+			} else {
+				p := Pointer{Partition: 1, Offset: off}
+				if err := b.Set(topic, k, p); err != nil {
+					t.Fatal(err)
+				}
+				l.Set(k, p)
+			}
+			off++
+		}
+		if l.sw != nil {
+			t.Fatal("updates in random order are written as they come")
+		}
+		if err := b.SetCheckpoint(topic, 1, off); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		b.Close()
+		if err := l.Flush(ctx, off); err != nil {
+			t.Fatal(err)
+		}
+		want, got := dump(t, viaBatch), dump(t, viaLoad)
+		if len(want) != len(got) {
+			t.Fatalf("run %d: %d entries via Loader, %d via Batch", run, len(got), len(want))
+		}
+		for i := range want {
+			if !bytes.Equal(want[i][0], got[i][0]) || !bytes.Equal(want[i][1], got[i][1]) {
+				t.Fatalf("run %d entry %d: %q=%x via Loader, %q=%x via Batch", run, i, got[i][0], got[i][1], want[i][0], want[i][1])
+			}
+		}
+	}
+}
+
 // A table being written goes with Reset (a rebuild that fails), and a key
 // added out of its order fails the Flush instead of breaking the table.
 func TestLoaderStreamReset(t *testing.T) {
@@ -306,29 +378,44 @@ func TestLoaderReopen(t *testing.T) {
 	}
 }
 
-// BenchmarkLoaderFlush measures sorting and writing one partition's
-// table of 500k keys (half of a 1M-key rebuild over 2 partitions).
+// BenchmarkLoaderFlush measures loading one partition's table of 500k
+// keys (half of a 1M-key rebuild over 2 partitions) into a fresh index:
+// collecting the updates (Set) and Flush (sorting, writing, ingesting),
+// for keys that come in random order and in key order (written as they
+// come).
 func BenchmarkLoaderFlush(b *testing.B) {
 	const n = 500_000
-	keys := make([][]byte, n)
-	for i := range keys {
-		keys[i] = fmt.Appendf(nil, "k-%07d", (i*7919)%n) // produced out of order
+	for _, inOrder := range []bool{false, true} {
+		b.Run(map[bool]string{false: "random", true: "ordered"}[inOrder], func(b *testing.B) {
+			keys := make([][]byte, n)
+			for i := range keys {
+				k := (i * 7919) % n // produced out of order
+				if inOrder {
+					k = i
+				}
+				keys[i] = fmt.Appendf(nil, "k-%07d", k)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				b.StopTimer()
+				ix, err := Open(b.TempDir(), Options{Bulk: true})
+				if err != nil {
+					b.Fatal(err)
+				}
+				l := ix.NewLoader(TopicID{1}, 0)
+				l.Grow(n, 16*n) // as a rebuild does
+				b.StartTimer()
+				for i, k := range keys {
+					l.Set(k, Pointer{Offset: int64(i)})
+				}
+				if err := l.Flush(context.Background(), n); err != nil {
+					b.Fatal(err)
+				}
+				b.StopTimer()
+				ix.Close()
+				b.StartTimer()
+			}
+			b.ReportMetric(float64(b.N*n)/b.Elapsed().Seconds(), "keys/s")
+		})
 	}
-	ix, err := Open(b.TempDir(), Options{Bulk: true})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer ix.Close()
-	l := ix.NewLoader(TopicID{1}, 0)
-	l.Grow(n, 16*n) // as a rebuild does
-	b.ReportAllocs()
-	for b.Loop() {
-		for i, k := range keys {
-			l.Set(k, Pointer{Offset: int64(i)})
-		}
-		if err := l.Flush(context.Background(), n); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.ReportMetric(float64(b.N*n)/b.Elapsed().Seconds(), "keys/s")
 }
