@@ -30,7 +30,10 @@
 # REBUILD_RUNS (3: rebuilds in b), the median is the figure), and
 # KORVET_BIN_BEFORE (another korvet binary, e.g. a build of the previous
 # commit: b) then alternates its rebuilds with KORVET_BIN's and the floor,
-# round after round on the same data, and prints both medians).
+# round after round on the same data, and prints both medians), and
+# REBUILD_SHUFFLE=1 (b) produces its keys in a random order instead of
+# k-0000000 up: each partition's keys then come in random order, and the
+# rebuild sorts them).
 set -euo pipefail
 
 # shellcheck source=scripts/lib.sh
@@ -46,6 +49,7 @@ PERF_OUT=${PERF_OUT:-}
 CLIENT=${CLIENT:-lean}
 REBUILD_RUNS=${REBUILD_RUNS:-3}
 BEFORE_BIN=${KORVET_BIN_BEFORE:-}
+REBUILD_SHUFFLE=${REBUILD_SHUFFLE:-}
 part() { [[ " $PARTS " == *" $1 "* ]]; }
 
 need_cmd redis-server redis-server
@@ -112,9 +116,11 @@ fi
 # --- b) rebuild
 if part rebuild; then
 echo
-echo "== b) rebuild: $REBUILD_KEYS keys with 256 B values over 2 partitions"
+echo "== b) rebuild: $REBUILD_KEYS keys with 256 B values over 2 partitions${REBUILD_SHUFFLE:+, produced in random order}"
 phase krebuild
-"$TMP/benchkv" -mode produce -brokers "127.0.0.1:$KAFKA_PORT" -topic kv-rebuild -partitions 2 -keys "$REBUILD_KEYS" -size 256 | tee "$TMP/rebuild-produce.txt"
+shuffle=()
+[[ -z $REBUILD_SHUFFLE ]] || shuffle=(-shuffle)
+"$TMP/benchkv" -mode produce -brokers "127.0.0.1:$KAFKA_PORT" -topic kv-rebuild -partitions 2 -keys "$REBUILD_KEYS" -size 256 "${shuffle[@]}" | tee "$TMP/rebuild-produce.txt"
 stop_pid "$KORVET_PID" 15
 KORVET_PID=""
 "$TMP/benchkv" -mode quiesce -redis "$REDIS_URL"
