@@ -378,6 +378,57 @@ func TestLoaderReopen(t *testing.T) {
 	}
 }
 
+// The Loader's hot loop allocates nothing per update: collecting updates
+// in random order into buffers a Grow sized, and writing updates in key
+// order into the table as they come (the table writer allocates now and
+// then for its blocks).
+func TestLoaderAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts are meaningless under -race")
+	}
+	ix, err := Open(t.TempDir(), Options{Bulk: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ix.Close()
+	const runs, per = 20, 1000
+	keys := make([][]byte, 2*streamAfter+(runs+1)*per)
+	for i := range keys {
+		keys[i] = fmt.Appendf(nil, "key-%09d", i)
+	}
+	ordered := ix.NewLoader(TopicID{1}, 0)
+	i := 0
+	for ; i < 2*streamAfter; i++ {
+		ordered.Set(keys[i], Pointer{Offset: int64(i)})
+	}
+	if ordered.sw == nil {
+		t.Fatal("keys in order are not written as they come")
+	}
+	got := testing.AllocsPerRun(runs, func() {
+		for range per {
+			ordered.Set(keys[i], Pointer{Offset: int64(i)})
+			i++
+		}
+	})
+	if got > 4 {
+		t.Errorf("%.1f allocations per %d updates written as they come, want at most 4", got, per)
+	}
+	random := ix.NewLoader(TopicID{2}, 0)
+	random.Grow(len(keys), 13*len(keys))
+	j := 0
+	got = testing.AllocsPerRun(runs, func() {
+		for range per {
+			random.Set(keys[j*7919%len(keys)], Pointer{Offset: int64(j)})
+			j++
+		}
+	})
+	if got > 0 || random.sw != nil {
+		t.Errorf("%.1f allocations per %d updates collected (table written: %v), want 0", got, per, random.sw != nil)
+	}
+	ordered.Reset()
+	random.Reset()
+}
+
 // BenchmarkLoaderFlush measures loading one partition's table of 500k
 // keys (half of a 1M-key rebuild over 2 partitions) into a fresh index:
 // collecting the updates (Set) and Flush (sorting, writing, ingesting),
