@@ -205,7 +205,8 @@ func (kv *kvIndex) fill(ctx context.Context, kp *kvPart, limit int64, progress *
 			c := <-queue[0]
 			queue = queue[1:]
 			seen, seenBytes, probed = seen+int64(len(c.recs)), seenBytes+int64(c.bytes), true
-			if c.err != nil {
+			failed := c.err != nil // c is the applier's once sent
+			if failed {
 				drain()
 			}
 			select {
@@ -215,7 +216,7 @@ func (kv *kvIndex) fill(ctx context.Context, kp *kvPart, limit int64, progress *
 				drain()
 				return
 			}
-			if c.err != nil {
+			if failed {
 				return
 			}
 		}
