@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/korvet/korvet/resp"
 )
 
 // Allocation guards for the rebuild's hot paths: a chunk of 1000 records
@@ -36,6 +38,20 @@ func TestParseKeyEntriesAllocs(t *testing.T) {
 		// Reused buffers: nothing to allocate at all.
 		if got > 0 {
 			t.Errorf("%s: %.1f allocations per reply of 1000 entries, want 0", name, got)
+		}
+		// Nor on the marks of the reply's framing, as readKeys reads.
+		marks, err := resp.MarkReply(raw)
+		if err != nil || marks == nil {
+			t.Fatalf("%s: marks %d: %v", name, len(marks), err)
+		}
+		got = testing.AllocsPerRun(20, func() {
+			recs, txns, err = parseKeyMarks(raw, marks, recs[:0], txns[:0])
+			if err != nil || len(recs) != 1000 {
+				t.Fatalf("%s: %d records on marks: %v", name, len(recs), err)
+			}
+		})
+		if got > 0 {
+			t.Errorf("%s: %.1f allocations per reply of 1000 entries on marks, want 0", name, got)
 		}
 	}
 }

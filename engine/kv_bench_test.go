@@ -80,7 +80,9 @@ func BenchmarkReadKeys(b *testing.B) {
 }
 
 // BenchmarkParseKeyEntries measures the walk of one XRANGE reply of
-// keyScanCount records alone, on the bytes Redis sent.
+// keyScanCount records alone, on the bytes Redis sent, and (marks) the
+// reading of the same records from the Marks its framing left, as
+// readKeys does.
 func BenchmarkParseKeyEntries(b *testing.B) {
 	e, t := benchTopic(b, 1, keyScanCount)
 	p := t.Partition(0)
@@ -92,23 +94,38 @@ func BenchmarkParseKeyEntries(b *testing.B) {
 	}
 	raw := append([]byte(nil), rs.At(0).Raw...)
 	rs.Release()
-	recs := make([]record.Record, 0, keyScanCount)
-	b.SetBytes(int64(len(raw)))
-	b.ReportAllocs()
-	for b.Loop() {
-		recs, err = parseKeyEntries(raw, recs[:0])
-		if err != nil || len(recs) != keyScanCount {
-			b.Fatalf("%d records: %v", len(recs), err)
-		}
+	marks, err := resp.MarkReply(raw)
+	if err != nil || marks == nil {
+		b.Fatalf("marks %d: %v", len(marks), err)
 	}
-	b.ReportMetric(float64(b.N*keyScanCount)/b.Elapsed().Seconds(), "records/s")
+	for _, onMarks := range []bool{false, true} {
+		b.Run(map[bool]string{false: "walk", true: "marks"}[onMarks], func(b *testing.B) {
+			recs := make([]record.Record, 0, keyScanCount)
+			b.SetBytes(int64(len(raw)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if onMarks {
+					recs, _, err = parseKeyMarks(raw, marks, recs[:0], nil)
+				} else {
+					recs, err = parseKeyEntries(raw, recs[:0])
+				}
+				if err != nil || len(recs) != keyScanCount {
+					b.Fatalf("%d records: %v", len(recs), err)
+				}
+			}
+			b.ReportMetric(float64(b.N*keyScanCount)/b.Elapsed().Seconds(), "records/s")
+		})
+	}
 }
 
 // BenchmarkRebuild measures an offline rebuild of two partitions of 50k
 // records each into a fresh index, next to its floor measured on the same
 // data in the same run: the same XRANGEs, as many in flight, with the
 // replies dropped unread (Redis, single-threaded, serves them at this
-// rate whatever korvet does with them).
+// rate whatever korvet does with them). Both report the CPU Redis spent
+// per record and the rebuild the CPU this process (korvet's side) spent:
+// on 2 cores the two compete, so korvet's CPU per record is what bounds
+// the rate once Redis is busy.
 func BenchmarkRebuild(b *testing.B) {
 	const perPart = 50_000
 	e, t := benchTopic(b, 2, perPart)
@@ -116,6 +133,7 @@ func BenchmarkRebuild(b *testing.B) {
 	var floor float64
 	b.Run("reads", func(b *testing.B) {
 		b.ReportAllocs()
+		rcpu := redisCPU(b, e.rc)
 		for b.Loop() {
 			var wg sync.WaitGroup
 			for _, p := range t.Partitions() {
@@ -141,25 +159,33 @@ func BenchmarkRebuild(b *testing.B) {
 		}
 		floor = float64(b.N*2*perPart) / b.Elapsed().Seconds()
 		b.ReportMetric(floor, "records/s")
+		b.ReportMetric((redisCPU(b, e.rc)-rcpu)*1e9/float64(b.N*2*perPart), "redis-ns/record")
 	})
 	b.Run("rebuild", func(b *testing.B) {
 		b.ReportAllocs()
+		var cpu time.Duration
+		var rcpu float64
 		for b.Loop() {
 			b.StopTimer()
 			ix, err := index.Open(b.TempDir(), index.Options{Bulk: true})
 			if err != nil {
 				b.Fatal(err)
 			}
+			r0, c0 := redisCPU(b, e.rc), processCPU()
 			b.StartTimer()
 			res, err := e.KV().Rebuild(ctx, ix, RebuildOptions{})
 			if err != nil || res.Records != 2*perPart {
 				b.Fatalf("%+v: %v", res, err)
 			}
 			b.StopTimer()
+			cpu += processCPU() - c0
+			rcpu += redisCPU(b, e.rc) - r0
 			ix.Close()
 			b.StartTimer()
 		}
 		b.ReportMetric(float64(b.N*2*perPart)/b.Elapsed().Seconds(), "records/s")
+		b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N*2*perPart), "korvet-ns/record")
+		b.ReportMetric(rcpu*1e9/float64(b.N*2*perPart), "redis-ns/record")
 		if floor > 0 {
 			b.ReportMetric(floor, "floor-records/s")
 		}

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/korvet/korvet/engine/index"
 	"github.com/korvet/korvet/engine/record"
 )
 
@@ -149,6 +150,7 @@ func (kv *kvIndex) fill(ctx context.Context, kp *kvPart, limit int64, progress *
 	var ld *partLoad
 	if kv.bulk {
 		ld = &partLoad{l: kv.ix.NewLoader(p.t.id, p.id)}
+		defer ld.l.Reset() // a table written but not ingested (an error) goes
 	}
 	kv.closeMu.RUnlock()
 	kp.mu.Lock()
@@ -158,7 +160,7 @@ func (kv *kvIndex) fill(ctx context.Context, kp *kvPart, limit int64, progress *
 		ld.next = from
 		// Room for the whole span when it fits the budget (offsets bound
 		// records; keys guessed at 16 bytes).
-		n := int(min(max(target()-from, 0), loadBudget/(40+16)))
+		n := int(min(max(target()-from, 0), loadBudget/(index.LoadEntrySize+16)))
 		ld.l.Grow(n, 16*n)
 	}
 
@@ -203,7 +205,8 @@ func (kv *kvIndex) fill(ctx context.Context, kp *kvPart, limit int64, progress *
 			c := <-queue[0]
 			queue = queue[1:]
 			seen, seenBytes, probed = seen+int64(len(c.recs)), seenBytes+int64(c.bytes), true
-			if c.err != nil {
+			failed := c.err != nil // c is the applier's once sent
+			if failed {
 				drain()
 			}
 			select {
@@ -213,7 +216,7 @@ func (kv *kvIndex) fill(ctx context.Context, kp *kvPart, limit int64, progress *
 				drain()
 				return
 			}
-			if c.err != nil {
+			if failed {
 				return
 			}
 		}

@@ -52,11 +52,21 @@ func (kv *kvIndex) loadChunk(ctx context.Context, kp *kvPart, c *fillChunk, limi
 			continue
 		}
 		n++
-		switch {
-		case r.Key == nil:
-		case r.Value == nil && !compacted:
+		if r.Key == nil {
+			continue
+		}
+		if !ld.l.Fits(r.Key) {
+			// The table being written holds keys in order and r.Key
+			// comes before its last: the table ends here, every record
+			// below r.Offset in it.
+			ld.next = r.Offset
+			if err := kv.loadFlush(ctx, kp, gen, ld); err != nil {
+				return err
+			}
+		}
+		if r.Value == nil && !compacted {
 			ld.l.Delete(r.Key)
-		default:
+		} else {
 			ld.l.Set(r.Key, index.Pointer{Partition: p.id, Offset: r.Offset, Tombstone: r.Value == nil})
 		}
 	}
@@ -90,7 +100,8 @@ func (kv *kvIndex) loadFlush(ctx context.Context, kp *kvPart, gen uint64, ld *pa
 		return errKVSwapped
 	}
 	if ld.next <= kp.applied {
-		return nil // nothing read past the checkpoint
+		ld.l.Reset() // nothing read past the checkpoint
+		return nil
 	}
 	if err := ld.l.Flush(ctx, ld.next); err != nil {
 		return fmt.Errorf("key index: load %s/%d: %w", kp.p.t.name, kp.p.id, err)

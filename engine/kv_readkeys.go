@@ -23,8 +23,9 @@ var hasValue = []byte{}
 // and Value nil for a tombstone or hasValue otherwise; txns, parallel to
 // recs, their transaction (left empty while none is transactional, as
 // ReadResult.Txns). next is the offset after the range the read covered,
-// n the size of the reply. A local segment is read with one XRANGE whose reply is
-// walked once, skipping the values (a rebuild is bound by this loop); an
+// n the size of the reply. A local segment is read with one XRANGE whose
+// reply is not parsed again once framed: the framer marks its elements
+// (resp.Pipeline.MarkElements; a rebuild is bound by this loop); an
 // archived segment goes through Read. release frees the records' bytes.
 func (p *Partition) readKeys(ctx context.Context, from, to int64, recs []record.Record, txns []record.Txn) (_ []record.Record, _ []record.Txn, next int64, n int, release func(), err error) {
 	hw, start := p.hw.Load(), p.start.Load()
@@ -51,6 +52,7 @@ func (p *Partition) readKeys(ctx context.Context, from, to int64, recs []record.
 	}
 	var pl resp.Pipeline
 	pl.Cmd("XRANGE", p.streamKey(seg), from, end, "COUNT", keyScanCount)
+	pl.MarkElements()
 	rs, err := p.t.e.rc.Exec(ctx, &pl)
 	if err != nil {
 		return recs, txns, 0, 0, nil, fmt.Errorf("%w: read %s/%d at %d: %v", ErrStorageUnavailable, p.t.name, p.id, from, err)
@@ -61,7 +63,11 @@ func (p *Partition) readKeys(ctx context.Context, from, to int64, recs []record.
 		return recs, txns, 0, 0, nil, fmt.Errorf("read %s/%d at %d: %w", p.t.name, p.id, from, err)
 	}
 	base := len(recs)
-	recs, txns, err = parseKeyEntriesTxn(rep.Raw, recs, txns)
+	if marks := rs.Marks(0); marks != nil {
+		recs, txns, err = parseKeyMarks(rep.Raw, marks, recs, txns)
+	} else {
+		recs, txns, err = parseKeyEntriesTxn(rep.Raw, recs, txns)
+	}
 	if err != nil {
 		rs.Release()
 		return recs, txns, 0, 0, nil, fmt.Errorf("read %s/%d at %d: %w", p.t.name, p.id, from, err)
@@ -120,65 +126,95 @@ func parseKeyEntriesTxn(b []byte, recs []record.Record, txns []record.Txn) ([]re
 	if err != nil {
 		return recs, txns, fmt.Errorf("%w: %v", entry.ErrMalformed, err)
 	}
+	var scratch [16][]byte // an entry's names and values, reused
+	fields := scratch[:0]
 	for range n {
 		var id []byte
-		var nf int
-		two, err := w.Array()
-		if err == nil && two != 2 {
-			err = fmt.Errorf("stream entry of %d elements", two)
-		}
-		if err == nil {
-			id, err = w.Bulk()
-		}
-		if err == nil {
-			nf, err = w.Array()
-		}
-		if err == nil && nf%2 != 0 {
-			err = fmt.Errorf("stream entry of %d fields and values", nf)
-		}
+		id, fields, err = w.Entry(fields[:0])
 		if err != nil {
 			return recs, txns, fmt.Errorf("%w: %v", entry.ErrMalformed, err)
 		}
-		off, _, err := entry.ParseID(id)
-		if err != nil {
+		if recs, txns, err = appendKeyEntry(id, fields, recs, txns); err != nil {
 			return recs, txns, err
-		}
-		rec := record.Record{Offset: off}
-		txn := record.Txn{ProducerID: -1}
-		for j := 0; j < nf; j += 2 {
-			name, err := w.Bulk()
-			var val []byte
-			if err == nil {
-				val, err = w.Bulk()
-			}
-			if err != nil {
-				return recs, txns, fmt.Errorf("%w: %v", entry.ErrMalformed, err)
-			}
-			switch {
-			case string(name) == "__key":
-				rec.Key = val
-			case string(name) == "__txn":
-				pid, epoch, ok := entry.ParseTxn(val)
-				if !ok {
-					return recs, txns, fmt.Errorf("%w: offset %d: bad __txn %q", entry.ErrMalformed, off, val)
-				}
-				txn.ProducerID, txn.Epoch = pid, epoch
-			case string(name) == "__ctl":
-				txn.Control = true
-			case entry.IsValueField(name):
-				rec.Value = hasValue
-			}
-		}
-		if txn.Control && txn.ProducerID < 0 {
-			return recs, txns, fmt.Errorf("%w: offset %d: control entry without __txn", entry.ErrMalformed, off)
-		}
-		recs = append(recs, rec)
-		if txn.ProducerID >= 0 || len(txns) > 0 {
-			txns = append(padTxns(txns, len(recs)-1), txn)
 		}
 	}
 	if len(txns) > 0 {
 		txns = padTxns(txns, len(recs))
+	}
+	return recs, txns, nil
+}
+
+// parseKeyMarks is parseKeyEntriesTxn on the Marks the reply's framing
+// left (resp.Pipeline.MarkElements): the elements are found already, so
+// the reply is not parsed again, only its shape checked.
+func parseKeyMarks(b []byte, marks []resp.Mark, recs []record.Record, txns []record.Txn) ([]record.Record, []record.Txn, error) {
+	if len(marks) == 0 || !marks[0].IsArray() {
+		return recs, txns, fmt.Errorf("%w: XRANGE reply is not an array", entry.ErrMalformed)
+	}
+	var scratch [16][]byte
+	fields := scratch[:0]
+	k := 1
+	for range marks[0].Len() {
+		if len(marks)-k < 3 || !marks[k].IsArray() || marks[k].Len() != 2 || marks[k+1].IsArray() ||
+			!marks[k+2].IsArray() || marks[k+2].Len()%2 != 0 || len(marks)-k-3 < marks[k+2].Len() {
+			return recs, txns, fmt.Errorf("%w: element %d of the XRANGE reply is not a stream entry", entry.ErrMalformed, k)
+		}
+		id := marks[k+1].Bulk(b)
+		fields = fields[:0]
+		for _, m := range marks[k+3 : k+3+marks[k+2].Len()] {
+			if m.IsArray() {
+				return recs, txns, fmt.Errorf("%w: a stream entry's field is an array", entry.ErrMalformed)
+			}
+			fields = append(fields, m.Bulk(b))
+		}
+		k += 3 + marks[k+2].Len()
+		var err error
+		if recs, txns, err = appendKeyEntry(id, fields, recs, txns); err != nil {
+			return recs, txns, err
+		}
+	}
+	if k != len(marks) {
+		return recs, txns, fmt.Errorf("%w: XRANGE reply of %d elements past its entries", entry.ErrMalformed, len(marks)-k)
+	}
+	if len(txns) > 0 {
+		txns = padTxns(txns, len(recs))
+	}
+	return recs, txns, nil
+}
+
+// appendKeyEntry appends the record of the entry id with fields (names
+// and values in turn) to recs, and its transaction to txns as
+// parseKeyEntriesTxn says.
+func appendKeyEntry(id []byte, fields [][]byte, recs []record.Record, txns []record.Txn) ([]record.Record, []record.Txn, error) {
+	off, _, err := entry.ParseID(id)
+	if err != nil {
+		return recs, txns, err
+	}
+	rec := record.Record{Offset: off}
+	txn := record.Txn{ProducerID: -1}
+	for j := 0; j+1 < len(fields); j += 2 {
+		name, val := fields[j], fields[j+1]
+		switch {
+		case string(name) == "__key":
+			rec.Key = val
+		case string(name) == "__txn":
+			pid, epoch, ok := entry.ParseTxn(val)
+			if !ok {
+				return recs, txns, fmt.Errorf("%w: offset %d: bad __txn %q", entry.ErrMalformed, off, val)
+			}
+			txn.ProducerID, txn.Epoch = pid, epoch
+		case string(name) == "__ctl":
+			txn.Control = true
+		case entry.IsValueField(name):
+			rec.Value = hasValue
+		}
+	}
+	if txn.Control && txn.ProducerID < 0 {
+		return recs, txns, fmt.Errorf("%w: offset %d: control entry without __txn", entry.ErrMalformed, off)
+	}
+	recs = append(recs, rec)
+	if txn.ProducerID >= 0 || len(txns) > 0 {
+		txns = append(padTxns(txns, len(recs)-1), txn)
 	}
 	return recs, txns, nil
 }

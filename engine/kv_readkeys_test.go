@@ -10,6 +10,7 @@ import (
 
 	"github.com/korvet/korvet/engine/entry"
 	"github.com/korvet/korvet/engine/record"
+	"github.com/korvet/korvet/resp"
 )
 
 // bulk and arr spell RESP2 for the tests.
@@ -138,7 +139,9 @@ func FuzzParseKeyEntries(f *testing.F) {
 	f.Add([]byte(arr(xentry("2-3", "__key", "k", "n", "1", "__hnull.h", ""))))
 	f.Add([]byte("*1\r\n*2\r\n$3\r\n0-1\r\n*-1\r\n"))
 	f.Add([]byte("*999999999999999999\r\n"))
+	f.Add([]byte(arr(xentry("0-1", "__txn", "7.2", "__ctl", "", "__key", "a"), arr(bulk("1-1"), arr(arr(), bulk("x"))))))
 	f.Fuzz(func(t *testing.T, raw []byte) {
+		sameOnMarks(t, raw)
 		recs, err := parseKeyEntries(raw, nil)
 		if err != nil {
 			return
@@ -152,4 +155,64 @@ func FuzzParseKeyEntries(f *testing.F) {
 			}
 		}
 	})
+}
+
+// sameOnMarks checks that parseKeyMarks, on the Marks of raw, reads what
+// parseKeyEntriesTxn does, and refuses what it refuses.
+func sameOnMarks(t *testing.T, raw []byte) {
+	t.Helper()
+	marks, err := resp.MarkReply(raw)
+	if err != nil || marks == nil {
+		return // not framed, or unmarked: readKeys walks it
+	}
+	seed := []record.Record{{Offset: 99}}
+	want, wantTxns, werr := parseKeyEntriesTxn(raw, seed, nil)
+	got, gotTxns, gerr := parseKeyMarks(raw, marks, seed, nil)
+	if (werr == nil) != (gerr == nil) {
+		t.Fatalf("%q: on marks %v, walked %v", raw, gerr, werr)
+	}
+	if werr != nil {
+		if errors.Is(werr, entry.ErrMalformed) != errors.Is(gerr, entry.ErrMalformed) {
+			t.Fatalf("%q: on marks %v, walked %v", raw, gerr, werr)
+		}
+		return
+	}
+	if len(got) != len(want) || !slices.Equal(gotTxns, wantTxns) {
+		t.Fatalf("%q: on marks %d records %+v, walked %d %+v", raw, len(got), gotTxns, len(want), wantTxns)
+	}
+	for i := range want {
+		g, w := got[i], want[i]
+		if g.Offset != w.Offset || !bytes.Equal(g.Key, w.Key) || (g.Key == nil) != (w.Key == nil) || (g.Value == nil) != (w.Value == nil) ||
+			len(g.Key) > 0 && &g.Key[0] != &w.Key[0] {
+			t.Fatalf("%q: record %d on marks %+v, walked %+v", raw, i, g, w)
+		}
+	}
+}
+
+// The rebuild's reads parse the Marks their framing left as the walk of
+// the reply does: every reply of the tests above.
+func TestParseKeyMarks(t *testing.T) {
+	for _, raw := range []string{
+		arr(xentry("0-1", "__ts", "1", "__key", "a", "__value", "v"), xentry("1-1", "__ts", "1", "__key", "b"),
+			xentry("2-3", "__ts", "1", "__key", "", "__header.h", "x", "n", "1"), xentry("3-1", "__ts", "1", "__value", "v"),
+			xentry("7-1", "__ts", "1", "__key", "c", "__hnull.h", "", "_x", "2"), xentry("8-1", "__ts", "1", "__key", "d", "__ws", "u . ", "a", "1", "b", "2")),
+		arr(xentry("0-1", "__ts", "1", "__key", "a", "__value", "v"), xentry("1-1", "__ts", "1", "__txn", "7.2", "__key", "b", "__value", "v"),
+			xentry("2-1", "__ts", "1", "__txn", "7.2", "__ctl", "", "__key", "\x00\x00\x00\x01", "__value", "\x00\x00\x00\x00\x00\x00"),
+			xentry("3-1", "__ts", "1", "__key", "c", "__value", "v")),
+		arr(xentry("0-1", "__ts", "1", "__txn", "x", "__key", "a")),
+		arr(xentry("0-1", "__ts", "1", "__ctl", "", "__key", "a")),
+		arr(xentry("x-1", "__key", "a")),
+		arr(arr(bulk("0-1"), arr(bulk("x"), bulk("y")), bulk("x"))),
+		arr(arr(bulk("0-1"), arr(bulk("__key")))),
+		arr(arr(bulk("0-1"), arr(bulk("__key"), arr(bulk("v"))))),
+		arr(arr(bulk("0-1"))),
+		arr(bulk("0-1")),
+		arr(arr(arr(bulk("0")), arr(bulk("k"), bulk("v")))),
+		bulk("x"),
+	} {
+		if m, err := resp.MarkReply([]byte(raw)); err != nil || m == nil {
+			t.Fatalf("%q: no marks: %v", raw, err)
+		}
+		sameOnMarks(t, []byte(raw))
+	}
 }

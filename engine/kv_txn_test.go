@@ -174,6 +174,77 @@ func TestKVTransactions(t *testing.T) {
 	verifyEqualsRebuild(t, n)
 }
 
+// A rebuild of keys that come in key order writes each partition's table
+// while it reads the log (index.Loader streams them) and gives what the
+// commit path gave: keys repeated in a row, tombstones, records without a
+// key, an aborted and a committed transaction amid the run, a key written
+// again out of order (the table ends there), and an open transaction at
+// the end (rebuilds stop at the LSO); offline and online.
+func TestKVRebuildKeysInOrder(t *testing.T) {
+	r := testbed.StartRedis(t)
+	n := startKV(t, r, t.TempDir(), engine.Options{})
+	ctx := context.Background()
+	tp, err := n.e.CreateTopic(ctx, "ord", 1, map[string]string{"korvet.index.enable": "true"}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := tp.Partition(0)
+	w := newTxnWriter(t, n.rc)
+	k := 0
+	batch := func(count int) []record.Record {
+		var recs []record.Record
+		for i := range count {
+			key := fmt.Sprintf("k%07d", k)
+			switch {
+			case i%97 == 0:
+				recs = append(recs, record.Record{Timestamp: time.Now().UnixMilli(), Value: []byte("no key")})
+			case i%50 == 0:
+				recs = append(recs, kvRec(key, "v"), kvRec(key, tomb))
+			case i%7 == 0:
+				recs = append(recs, kvRec(key, "old"), kvRec(key, "v"))
+			default:
+				recs = append(recs, kvRec(key, "v"))
+			}
+			k++
+		}
+		return recs
+	}
+	for range 6 {
+		put(t, p, batch(1000)...)
+	}
+	w.begin(7)
+	w.put(p, 7, batch(500)...)
+	put(t, p, batch(300)...) // waits behind the open transaction
+	w.end(p, 7, false)
+	w.begin(8)
+	w.put(p, 8, batch(500)...)
+	w.end(p, 8, true)
+	put(t, p, kvRec("k0000010", "again")) // out of order
+	for range 6 {
+		put(t, p, batch(1000)...)
+	}
+	w.begin(9)
+	w.put(p, 9, batch(200)...)
+	kvIs(t, n.e, "ord", "k0000010", "again")
+	kvIs(t, n.e, "ord", "k0006001", tomb) // aborted
+	kvIs(t, n.e, "ord", "k0006601", "v")  // behind the aborted one
+	kvIs(t, n.e, "ord", "k0006901", "v")  // committed
+	kvIs(t, n.e, "ord", "k0013301", tomb) // open
+	verifyEqualsRebuild(t, n)
+	if _, err := n.e.KV().RebuildOnline(ctx); err != nil {
+		t.Fatal(err)
+	}
+	n.waitReady()
+	kvIs(t, n.e, "ord", "k0000010", "again")
+	kvIs(t, n.e, "ord", "k0006001", tomb)
+	kvIs(t, n.e, "ord", "k0006901", "v")
+	kvIs(t, n.e, "ord", "k0013301", tomb)
+	w.rc = n.rc
+	w.end(n.e.Topic("ord").Partition(0), 9, true)
+	kvIs(t, n.e, "ord", "k0013301", "v")
+	verifyEqualsRebuild(t, n)
+}
+
 // Records deleted past an open transaction's first offset (DeleteRecords
 // up to the high watermark): the index moves to the new log start and no
 // further, and the transaction's later records still wait for its end.

@@ -255,6 +255,7 @@ func (c *Client) getReplies() *Replies {
 	rs.buf = rs.buf[:0]
 	rs.ends = rs.ends[:0]
 	rs.list = rs.list[:0]
+	rs.fr.spans = rs.fr.spans[:0] // replies assembled here have no Marks
 	return rs
 }
 
@@ -305,7 +306,7 @@ func (cn *conn) roundTrip(ctx context.Context, deadline time.Time, p *Pipeline, 
 	var trailing bool
 	if err == nil {
 		op = "read"
-		trailing, err = readReplies(cn.nc, rs, p.n, maxReply, nil)
+		trailing, err = readReplies(cn.nc, rs, p.n, maxReply, nil, p.mark)
 	}
 	if stop != nil && !stop() {
 		// The interrupt ran or is running: its past deadline could hit
@@ -755,7 +756,7 @@ func (pc *Conn) Receive(ctx context.Context) (*Replies, error) {
 	if ctx.Done() != nil {
 		stop = context.AfterFunc(ctx, cn.stop)
 	}
-	_, err := readReplies(cn.nc, rs, want, pc.c.opts.MaxReplyBytes, &cn.carry)
+	_, err := readReplies(cn.nc, rs, want, pc.c.opts.MaxReplyBytes, &cn.carry, false)
 	if stop != nil && !stop() {
 		cn.broken = true
 	}

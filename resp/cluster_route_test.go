@@ -177,7 +177,7 @@ func TestRedirectOf(t *testing.T) {
 		{"+MOVED 1 h:1\r\n", redirect{}, false},
 	} {
 		var rs Replies
-		if _, err := readReplies(strings.NewReader(c.raw), &rs, 1, 1<<20, nil); err != nil {
+		if _, err := readReplies(strings.NewReader(c.raw), &rs, 1, 1<<20, nil, false); err != nil {
 			t.Fatal(err)
 		}
 		got, ok := redirectOf(rs.At(0))

@@ -15,6 +15,7 @@ type Pipeline struct {
 	n       int // commands
 	pending int // arguments still owed to the last Array
 	err     error
+	mark    bool // MarkElements
 }
 
 // Reset empties the pipeline, keeping its buffer.
@@ -23,7 +24,13 @@ func (p *Pipeline) Reset() {
 	p.n = 0
 	p.pending = 0
 	p.err = nil
+	p.mark = false
 }
+
+// MarkElements asks Exec to record where the elements of each reply are
+// as it frames them (Replies.Marks), for a caller that would otherwise
+// parse a big reply again to find them.
+func (p *Pipeline) MarkElements() { p.mark = true }
 
 // Cap is the size of the pipeline's buffer.
 func (p *Pipeline) Cap() int { return cap(p.buf) }

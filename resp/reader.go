@@ -47,10 +47,77 @@ type framer struct {
 	body  int // >0: bytes of bulk payload+CRLF still to skip
 	depth int
 	left  [maxDepth]int // elements still due in each open array
+
+	// With mark, every element is recorded in marks as it is framed
+	// (Replies.Marks); spans holds, per reply, where its marks are, or
+	// {-1, -1} when it has an element a Mark cannot say (see Mark).
+	mark     bool
+	unmarked bool // the unfinished reply has such an element
+	markFrom int  // where its marks start
+	marks    []Mark
+	spans    [][2]int
 }
 
-func (f *framer) reset(max int) {
-	*f = framer{max: max}
+func (f *framer) reset(max int, mark bool) {
+	marks, spans := f.marks[:0], f.spans[:0]
+	*f = framer{max: max, mark: mark, marks: marks, spans: spans}
+}
+
+// Mark is one element of a reply as the framer found it (Replies.Marks):
+// a bulk string (its payload's offset in the reply's Raw, and length) or
+// an array (its number of elements, which follow it). Scalars, nulls and
+// empty arrays have none.
+type Mark uint64
+
+const (
+	markArray = Mark(1) << 63
+	markMax   = 1<<31 - 1 // offsets and lengths a Mark can hold
+)
+
+// IsArray reports an array; Len is then its number of elements.
+func (m Mark) IsArray() bool { return m&markArray != 0 }
+
+// Len is a bulk string's length, or an array's number of elements.
+func (m Mark) Len() int { return int(m & (1<<32 - 1)) }
+
+// Bulk returns the bulk string m marks in raw, the Raw of its reply,
+// capped; nil for an array (or a Mark of another reply).
+func (m Mark) Bulk(raw []byte) []byte {
+	off, n := int(m>>32&markMax), m.Len()
+	if m.IsArray() || off+n > len(raw) {
+		return nil
+	}
+	return raw[off : off+n : off+n]
+}
+
+// markBulk records a bulk string whose payload of n bytes starts at off
+// in its reply.
+func (f *framer) markBulk(off, n int) {
+	if off > markMax || n > markMax {
+		f.unmarked = true
+	} else {
+		f.marks = append(f.marks, Mark(off)<<32|Mark(n))
+	}
+}
+
+// markArray records an array of n > 0 elements.
+func (f *framer) markArray(n int) {
+	if n > markMax {
+		f.unmarked = true
+	} else {
+		f.marks = append(f.marks, markArray|Mark(n))
+	}
+}
+
+// markEnd closes the marks of the reply that just ended.
+func (f *framer) markEnd() {
+	span := [2]int{f.markFrom, len(f.marks)}
+	if f.unmarked {
+		f.marks = f.marks[:f.markFrom]
+		span = [2]int{-1, -1}
+	}
+	f.spans = append(f.spans, span)
+	f.markFrom, f.unmarked = len(f.marks), false
 }
 
 // need reports how many bytes beyond buffered ones the unfinished reply
@@ -66,6 +133,9 @@ func (f *framer) need(buffered int) int {
 // top-level reply completed to ends.
 func (f *framer) advance(buf []byte, ends []int) ([]int, error) {
 	for {
+		if f.body == 0 {
+			ends = f.fast(buf, ends)
+		}
 		if f.body > 0 {
 			if len(buf)-f.pos < f.body {
 				return ends, f.checkSize(len(buf))
@@ -101,8 +171,87 @@ func (f *framer) advance(buf []byte, ends []int) ([]int, error) {
 		if f.depth == 0 {
 			ends = append(ends, f.pos)
 			f.start = f.pos
+			if f.mark {
+				f.markEnd()
+			}
 		}
 	}
+}
+
+// digits reads the decimal number of a header line "<type><digits>\r\n"
+// at buf[at:], whole in buf: n and the offset after its CRLF, ok false
+// for anything else (a null, a line cut short or malformed: element
+// sorts those out). It accepts what parseLen does but "-1".
+func digits(buf []byte, at int) (n, next int, ok bool) {
+	i := at + 1
+	for ; i < len(buf) && buf[i]-'0' <= 9 && i-at <= 18; i++ {
+		n = n*10 + int(buf[i]-'0')
+	}
+	if i == at+1 || i+1 >= len(buf) || buf[i] != '\r' || buf[i+1] != '\n' {
+		return 0, 0, false
+	}
+	return n, i + 2, true
+}
+
+// fast is advance for the common case, in a tight loop: bulk strings
+// whole in buf, header and payload, and headers of non-empty arrays,
+// well-formed and within the limits. It stops, having changed nothing of
+// the element at f.pos, at anything else (a null, a scalar, a line cut
+// short, a malformed one), which advance then takes the long way (and
+// reports). Most elements of big replies (XRANGE's fields and values)
+// are such bulk strings.
+func (f *framer) fast(buf []byte, ends []int) []int {
+	pos, depth, start, limit := f.pos, f.depth, f.start, f.max
+	for pos < len(buf) {
+		typ := buf[pos]
+		if typ != redcon.Bulk && typ != redcon.Array {
+			break
+		}
+		n, i, ok := digits(buf, pos)
+		if !ok || n > limit {
+			break
+		}
+		if typ == redcon.Array {
+			if n == 0 || depth == maxDepth || i-start > limit {
+				break
+			}
+			if f.mark {
+				f.markArray(n)
+			}
+			f.left[depth] = n
+			depth++
+			pos = i
+			continue
+		}
+		if n > len(buf)-i-2 {
+			break
+		}
+		end := i + n + 2
+		if end-start > limit || buf[end-2] != '\r' || buf[end-1] != '\n' {
+			break
+		}
+		if f.mark {
+			f.markBulk(i-start, n)
+		}
+		pos = end
+		// An element ended: close every array it completes.
+		for depth > 0 {
+			f.left[depth-1]--
+			if f.left[depth-1] > 0 {
+				break
+			}
+			depth--
+		}
+		if depth == 0 {
+			ends = append(ends, pos)
+			start = pos
+			if f.mark {
+				f.markEnd()
+			}
+		}
+	}
+	f.pos, f.depth, f.start = pos, depth, start
+	return ends
 }
 
 func (f *framer) checkSize(end int) error {
@@ -127,16 +276,6 @@ func (f *framer) element(buf []byte) (done bool, err error) {
 		default:
 			return false, &errProtocol{fmt.Sprintf("unexpected byte %q at start of reply", typ)}
 		}
-		if typ == redcon.Bulk || typ == redcon.Array {
-			// The common case, a whole header line in buf, read in one
-			// pass; anything else (cut short, malformed) below.
-			if n, next, ok := lenLine(buf[f.pos:]); ok && n <= f.max {
-				if done, err := f.header(typ, n, f.pos+next); done || err != nil {
-					return done, err
-				}
-				continue
-			}
-		}
 		if f.scan <= f.pos {
 			f.scan = f.pos + 1
 		}
@@ -157,12 +296,14 @@ func (f *framer) element(buf []byte) (done bool, err error) {
 		switch typ {
 		case redcon.String, redcon.Error:
 			f.pos = next
+			f.unmarked = true
 			return true, nil
 		case redcon.Integer:
 			if !validInt(line) {
 				return false, &errProtocol{fmt.Sprintf("bad integer %q", line)}
 			}
 			f.pos = next
+			f.unmarked = true
 			return true, nil
 		}
 		n, ok := parseLen(line)
@@ -172,35 +313,37 @@ func (f *framer) element(buf []byte) (done bool, err error) {
 		if n > f.max {
 			return false, fmt.Errorf("reply larger than MaxReplyBytes (%d): length %d", f.max, n)
 		}
-		if done, err := f.header(typ, n, next); done || err != nil {
-			return done, err
-		}
-	}
-}
-
-// header takes the header of a bulk string or an array of length n (-1:
-// null), whose line ends before next: done as element's, false for an
-// array whose elements follow.
-func (f *framer) header(typ byte, n, next int) (done bool, err error) {
-	f.pos = next
-	if typ == redcon.Bulk {
-		if n >= 0 {
-			f.body = n + 2
-			if err := f.checkSize(f.pos + f.body); err != nil {
-				return false, err
+		f.pos = next
+		if typ == redcon.Bulk {
+			if n >= 0 {
+				f.body = n + 2
+				if err := f.checkSize(f.pos + f.body); err != nil {
+					return false, err
+				}
+				if f.mark {
+					f.markBulk(f.pos-f.start, n)
+				}
+			} else {
+				f.unmarked = true
 			}
+			return true, nil
 		}
-		return true, nil
+		if n <= 0 { // null or empty array
+			f.unmarked = true
+			return true, nil
+		}
+		if f.depth == maxDepth {
+			return false, &errProtocol{fmt.Sprintf("arrays nested deeper than %d", maxDepth)}
+		}
+		if f.mark {
+			f.markArray(n)
+		}
+		f.left[f.depth] = n
+		f.depth++
+		if err := f.checkSize(f.pos); err != nil {
+			return false, err
+		}
 	}
-	if n <= 0 { // null or empty array
-		return true, nil
-	}
-	if f.depth == maxDepth {
-		return false, &errProtocol{fmt.Sprintf("arrays nested deeper than %d", maxDepth)}
-	}
-	f.left[f.depth] = n
-	f.depth++
-	return false, f.checkSize(f.pos)
 }
 
 // validInt accepts what Redis sends for integers: -?[0-9]{1,20}.
@@ -238,7 +381,8 @@ func parseLen(b []byte) (int, bool) {
 	return n, true
 }
 
-// readReplies reads exactly want top-level replies from r into rs. Bytes
+// readReplies reads exactly want top-level replies from r into rs, with
+// the Marks of their elements when mark is set. Bytes
 // past the last reply are reported by trailing=true (the caller must not
 // reuse the connection: it is out of step).
 //
@@ -246,12 +390,12 @@ func parseLen(b []byte) (int, bool) {
 // pipeline's replies) come first, and the bytes past the last reply are
 // kept in *carry for the next read instead of being reported: the
 // connection has more pipelines in flight.
-func readReplies(r io.Reader, rs *Replies, want, maxReply int, carry *[]byte) (trailing bool, err error) {
+func readReplies(r io.Reader, rs *Replies, want, maxReply int, carry *[]byte, mark bool) (trailing bool, err error) {
 	rs.buf = rs.buf[:0]
 	rs.ends = rs.ends[:0]
 	rs.list = rs.list[:0]
 	f := &rs.fr
-	f.reset(maxReply)
+	f.reset(maxReply, mark)
 	if carry != nil && len(*carry) > 0 {
 		rs.grow(len(*carry) + minRead)
 		rs.buf = append(rs.buf, *carry...)

@@ -3,6 +3,7 @@ package resp
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -19,7 +20,7 @@ func read(in string, want, maxReply int, oneByte bool) (*Replies, bool, error) {
 		r = iotest.OneByteReader(r)
 	}
 	rs := &Replies{}
-	trailing, err := readReplies(r, rs, want, maxReply, nil)
+	trailing, err := readReplies(r, rs, want, maxReply, nil, false)
 	return rs, trailing, err
 }
 
@@ -103,6 +104,8 @@ func TestReadRepliesErrors(t *testing.T) {
 		{"too large array", "*2000\r\n", 1000, "MaxReplyBytes"},
 		{"too large line", "+" + strings.Repeat("x", 2000), 1000, "MaxReplyBytes"},
 		{"too large total", "*3\r\n$400\r\n" + strings.Repeat("x", 400) + "\r\n$400\r\n" + strings.Repeat("x", 400) + "\r\n$400\r\n", 1000, "MaxReplyBytes"},
+		{"too large whole", "*3" + strings.Repeat("\r\n$400\r\n"+strings.Repeat("x", 400), 3) + "\r\n", 1000, "MaxReplyBytes"},
+		{"bulk bad CRLF whole", "*2\r\n$1\r\nab\r\n$1\r\nc\r\n", 1 << 20, "not terminated"},
 		{"long header", "$" + strings.Repeat("1", 40), 1 << 20, "header line too long"},
 		{"deep", strings.Repeat("*1\r\n", maxDepth+1) + ":1\r\n", 1 << 20, "nested deeper"},
 		{"truncated", "*2\r\n:1\r\n", 1 << 20, "closed mid-reply"},
@@ -140,7 +143,7 @@ func TestReadRepliesLarge(t *testing.T) {
 	}
 	r := &chunkReader{data: b, sizes: []int{1, 3, 7000, 1, 65536, 13}}
 	rs := &Replies{}
-	if _, err := readReplies(r, rs, 1, 1<<30, nil); err != nil {
+	if _, err := readReplies(r, rs, 1, 1<<30, nil, false); err != nil {
 		t.Fatal(err)
 	}
 	i := 0
@@ -238,15 +241,24 @@ func FuzzReadReply(f *testing.F) {
 		f.Add([]byte(s), uint8(1), false)
 		f.Add([]byte(s), uint8(2), true)
 	}
+	// Log entries, whole and cut short: the framer's fast path; with
+	// marks, and two replies.
+	entries := logEntries(3)
+	for _, n := range []int{len(entries), len(entries) - 1, len(entries) / 2, 40} {
+		f.Add(entries[:n], uint8(0), false)
+		f.Add(entries[:n], uint8(4), n%2 == 0)
+	}
+	f.Add(append(logEntries(2), "*2\r\n$1\r\na\r\n:1\r\n"...), uint8(5), false)
 	f.Fuzz(func(t *testing.T, data []byte, want uint8, oneByte bool) {
 		const maxReply = 1 << 16
 		n := 1 + int(want%4)
+		mark := want&4 != 0
 		var r io.Reader = bytes.NewReader(data)
 		if oneByte {
 			r = iotest.OneByteReader(r)
 		}
 		rs := &Replies{}
-		_, err := readReplies(r, rs, n, maxReply, nil)
+		_, err := readReplies(r, rs, n, maxReply, nil, mark)
 		if cap(rs.buf) > 4*(len(data)+minRead) {
 			t.Fatalf("buffer grew to %d for %d input bytes", cap(rs.buf), len(data))
 		}
@@ -267,6 +279,9 @@ func FuzzReadReply(f *testing.F) {
 				t.Fatalf("reply of %d bytes over the limit", len(r.Raw))
 			}
 			walk(t, r, 0)
+			if m := rs.Marks(i); mark || m != nil {
+				checkMarks(t, r.Raw, m)
+			}
 			// Arrays are decoded from their header only: as redcon would.
 			if n, deep := redcon.ReadNextRESP(r.Raw); n != len(r.Raw) || deep.Type != r.Type || deep.Count != r.Count ||
 				!bytes.Equal(deep.Data, r.Data) || len(deep.Data) != len(r.Data) {
@@ -277,6 +292,77 @@ func FuzzReadReply(f *testing.F) {
 			t.Fatal("replies do not tile the input")
 		}
 	})
+}
+
+// checkMarks checks the marks of a reply against a walk of it: one per
+// element, in order, saying what the Walker reads; none (nil) exactly
+// when the reply has a scalar, a null or an empty array.
+func checkMarks(t *testing.T, raw []byte, marks []Mark) {
+	t.Helper()
+	w := NewWalker(raw)
+	var want []Value
+	markable := true
+	for due := 1; due > 0; due-- {
+		v, err := w.Next()
+		if err != nil {
+			t.Fatalf("walk of a framed reply %q: %v", raw, err)
+		}
+		due += v.Len
+		want = append(want, v)
+		markable = markable && (v.Kind == KindBulk || v.Kind == KindArray && v.Len > 0)
+	}
+	if !markable {
+		if marks != nil {
+			t.Fatalf("%d marks for %q, which has elements without", len(marks), raw)
+		}
+		return
+	}
+	if len(marks) != len(want) {
+		t.Fatalf("%d marks for the %d elements of %q", len(marks), len(want), raw)
+	}
+	for i, v := range want {
+		m := marks[i]
+		if m.IsArray() != (v.Kind == KindArray) || m.IsArray() && m.Len() != v.Len ||
+			!m.IsArray() && (!bytes.Equal(m.Bulk(raw), v.Data) || m.Len() != len(v.Data) || cap(m.Bulk(raw)) != len(v.Data) ||
+				len(v.Data) > 0 && &m.Bulk(raw)[0] != &v.Data[0]) {
+			t.Fatalf("mark %d of %q: array %v len %d bulk %q; the walk says %+v", i, raw, m.IsArray(), m.Len(), m.Bulk(raw), v)
+		}
+	}
+}
+
+// Marks are recorded when asked for, per reply, whether a reply comes in
+// one read or byte by byte, and a reply with elements a Mark cannot say
+// has none.
+func TestReadRepliesMarks(t *testing.T) {
+	in := string(logEntries(20)) + "*2\r\n$1\r\na\r\n:1\r\n" + "$3\r\nabc\r\n" + "*1\r\n*0\r\n" + "-ERR x\r\n" + string(logEntries(1))
+	for _, oneByte := range []bool{false, true} {
+		var r io.Reader = strings.NewReader(in)
+		if oneByte {
+			r = iotest.OneByteReader(r)
+		}
+		rs := &Replies{}
+		if _, err := readReplies(r, rs, 6, 1<<20, nil, true); err != nil {
+			t.Fatal(err)
+		}
+		for i, want := range []int{1 + 20*11, 0, 1, 0, 0, 1 + 11} {
+			m := rs.Marks(i)
+			if len(m) != want {
+				t.Fatalf("oneByte %v: reply %d has %d marks, want %d", oneByte, i, len(m), want)
+			}
+			if want > 0 {
+				checkMarks(t, rs.At(i).Raw, m)
+			}
+		}
+		// Not asked for: none.
+		if _, err := readReplies(strings.NewReader(in), rs, 6, 1<<20, nil, false); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 6 {
+			if m := rs.Marks(i); m != nil {
+				t.Fatalf("reply %d has %d marks, none asked for", i, len(m))
+			}
+		}
+	}
 }
 
 func walk(t *testing.T, r Reply, depth int) {
@@ -296,5 +382,41 @@ func walk(t *testing.T, r Reply, depth int) {
 	_ = r.clone()
 	for _, e := range elems {
 		walk(t, e, depth+1)
+	}
+}
+
+// logEntries is an XRANGE reply of n entries shaped as korvet's log
+// entries: a timestamp, a 16-byte key, a 256-byte value and one header.
+func logEntries(n int) []byte {
+	var b []byte
+	b = fmt.Appendf(b, "*%d\r\n", n)
+	val := strings.Repeat("v", 256)
+	for i := range n {
+		id := fmt.Sprintf("%d-0", 1000000+i)
+		b = fmt.Appendf(b, "*2\r\n$%d\r\n%s\r\n*8\r\n", len(id), id)
+		for _, f := range []string{"__ts", "1765000000000", "__key", fmt.Sprintf("key-%012d", i), "__value", val, "__header.h", "v"} {
+			b = fmt.Appendf(b, "$%d\r\n%s\r\n", len(f), f)
+		}
+	}
+	return b
+}
+
+// BenchmarkReadXRANGE measures framing one XRANGE reply of 1000 log
+// entries of 256-byte values (a rebuild's read), arriving 64 KiB at a
+// time, without and with Marks.
+func BenchmarkReadXRANGE(b *testing.B) {
+	raw := logEntries(1000)
+	for _, mark := range []bool{false, true} {
+		b.Run(map[bool]string{false: "plain", true: "marks"}[mark], func(b *testing.B) {
+			rs := &Replies{}
+			b.SetBytes(int64(len(raw)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := readReplies(&chunkReader{data: raw, sizes: []int{64 << 10}}, rs, 1, DefaultMaxReplyBytes, nil, mark); err != nil || rs.At(0).Len() != 1000 {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.N*1000)/b.Elapsed().Seconds(), "entries/s")
+		})
 	}
 }

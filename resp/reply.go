@@ -142,6 +142,43 @@ func (r *Replies) Len() int { return len(r.list) }
 // At returns the reply to command i.
 func (r *Replies) At(i int) Reply { return r.list[i] }
 
+// MarkReply frames b, which must hold exactly one whole reply, and
+// returns the Marks of its elements as Replies.Marks would (nil when it
+// has elements a Mark cannot say): for replies held elsewhere.
+func MarkReply(b []byte) ([]Mark, error) {
+	var f framer
+	f.reset(len(b), true)
+	ends, err := f.advance(b, nil)
+	switch {
+	case err != nil:
+		return nil, err
+	case len(ends) == 0:
+		return nil, errors.New("resp: the reply is cut short")
+	case ends[0] != len(b):
+		return nil, errors.New("resp: bytes past the reply")
+	}
+	if s := f.spans[0]; s[0] >= 0 {
+		return f.marks[s[0]:s[1]:s[1]], nil
+	}
+	return nil, nil
+}
+
+// Marks returns the elements of reply i in order, as the framer found
+// them, when the pipeline asked for them (Pipeline.MarkElements) and each
+// is a bulk string or a non-empty array (the reply itself is the first);
+// nil otherwise (walk it with a Walker). Mark.Bulk takes a bulk string
+// out of At(i).Raw. The framer checked the reply: the marks tile it.
+func (r *Replies) Marks(i int) []Mark {
+	if i >= len(r.fr.spans) || i >= len(r.list) {
+		return nil
+	}
+	s := r.fr.spans[i]
+	if s[0] < 0 {
+		return nil
+	}
+	return r.fr.marks[s[0]:s[1]:s[1]]
+}
+
 // Release hands the buffers back for reuse. Neither r nor any Reply taken
 // from it may be used afterwards.
 func (r *Replies) Release() {
@@ -153,6 +190,7 @@ func (r *Replies) Release() {
 		r.buf = nil
 		r.list = nil
 		r.ends = nil
+		r.fr.marks, r.fr.spans = nil, nil
 	}
 	clear(r.list) // drop references into buf early
 	r.list = r.list[:0]

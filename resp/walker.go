@@ -130,6 +130,77 @@ func (w *Walker) Bulk() ([]byte, error) {
 	return v.Data, err
 }
 
+// Entry reads a stream entry, which must come next: an array of its id and
+// an array of field names and values, all bulk strings, as XRANGE and
+// XREAD return entries. It appends the names and values, in turn, to
+// fields and returns them: Array, Bulk, Array and a Bulk per name and
+// value in one call, as strict, for the elements of big replies.
+func (w *Walker) Entry(fields [][]byte) (id []byte, _ [][]byte, err error) {
+	if id, out, ok := w.entry(fields); ok {
+		return id, out, nil
+	}
+	// The long way: what entry does not take is malformed, and the
+	// reads say how.
+	var n int
+	if n, err = w.Array(); err == nil && n != 2 {
+		err = w.fail(fmt.Sprintf("stream entry of %d elements", n))
+	}
+	if err == nil {
+		id, err = w.Bulk()
+	}
+	if err == nil {
+		n, err = w.Array()
+	}
+	if err == nil && n%2 != 0 {
+		err = w.fail(fmt.Sprintf("stream entry of %d fields and values", n))
+	}
+	for i := 0; i < n && err == nil; i++ {
+		var v []byte
+		v, err = w.Bulk()
+		fields = append(fields, v)
+	}
+	return id, fields, err
+}
+
+// entry is Entry for a well-formed entry, in one tight loop: ok false, and
+// w untouched, at anything else.
+func (w *Walker) entry(fields [][]byte) ([]byte, [][]byte, bool) {
+	b := w.b
+	if len(b) < 4 || b[0] != byte(KindArray) || b[1] != '2' || b[2] != '\r' || b[3] != '\n' {
+		return nil, fields, false
+	}
+	pos := 4
+	var id []byte
+	nf := -1
+	for base := len(fields); ; {
+		if pos >= len(b) {
+			return nil, fields[:base], false
+		}
+		typ := b[pos]
+		n, i, ok := digits(b, pos)
+		if !ok {
+			return nil, fields[:base], false
+		}
+		if typ == byte(KindArray) && id != nil && nf < 0 && n%2 == 0 {
+			nf, pos = n, i
+		} else if typ == byte(KindBulk) && (id == nil || nf >= 0) && n <= len(b)-i-2 && b[i+n] == '\r' && b[i+n+1] == '\n' {
+			v := b[i : i+n : i+n]
+			pos = i + n + 2
+			if id == nil {
+				id = v
+				continue
+			}
+			fields = append(fields, v)
+		} else {
+			return nil, fields[:base], false
+		}
+		if nf >= 0 && len(fields)-base == nf {
+			w.b = b[pos:]
+			return id, fields, true
+		}
+	}
+}
+
 // Skip reads the next value whole, the elements of an array included.
 func (w *Walker) Skip() error {
 	for due := 1; due > 0; due-- {

@@ -189,6 +189,7 @@ func FuzzWalker(f *testing.F) {
 			return
 		}
 		sameTyped(t, data)
+		sameEntry(t, data)
 		w := NewWalker(data)
 		depth, werr := checkWalk(t, &w, data)
 		walked := len(data) - len(w.Rest())
@@ -200,7 +201,7 @@ func FuzzWalker(f *testing.F) {
 			in = data[:walked]
 		}
 		rs := &Replies{}
-		_, rerr := readReplies(bytes.NewReader(in), rs, 1, maxReply, nil)
+		_, rerr := readReplies(bytes.NewReader(in), rs, 1, maxReply, nil, false)
 		switch {
 		case werr != nil && rerr == nil:
 			t.Fatalf("the reader took %q, the walker refused it: %v", rs.At(0).Raw, werr)
@@ -221,6 +222,87 @@ func FuzzWalker(f *testing.F) {
 			t.Fatalf("Skip: %v, %d bytes walked", err, len(data)-len(w.Rest()))
 		}
 	})
+}
+
+// sameEntry checks that Entry reads the first value of data as Array and
+// Bulk do, step by step.
+func sameEntry(t *testing.T, data []byte) {
+	t.Helper()
+	w := NewWalker(data)
+	var want [][]byte
+	n, err := w.Array()
+	if err == nil && n != 2 {
+		err = errors.New("not 2")
+	}
+	var id []byte
+	if err == nil {
+		id, err = w.Bulk()
+	}
+	if err == nil {
+		n, err = w.Array()
+	}
+	if err == nil && n%2 != 0 {
+		err = errors.New("odd")
+	}
+	for i := 0; i < n && err == nil; i++ {
+		var v []byte
+		v, err = w.Bulk()
+		want = append(want, v)
+	}
+	we := NewWalker(data)
+	seed := [][]byte{[]byte("kept")}
+	gotID, got, gerr := we.Entry(seed)
+	if (err == nil) != (gerr == nil) {
+		t.Fatalf("Entry: %v; step by step: %v", gerr, err)
+	}
+	if gerr != nil {
+		if !errors.Is(gerr, ErrMalformed) {
+			t.Fatalf("Entry: %v does not wrap ErrMalformed", gerr)
+		}
+		return
+	}
+	if !bytes.Equal(gotID, id) || len(got) != 1+len(want) || string(got[0]) != "kept" || len(we.Rest()) != len(w.Rest()) {
+		t.Fatalf("Entry: %q %q rest %d; step by step: %q %q rest %d", gotID, got, len(we.Rest()), id, want, len(w.Rest()))
+	}
+	for i, v := range want {
+		if !bytes.Equal(got[1+i], v) || cap(got[1+i]) != len(got[1+i]) {
+			t.Fatalf("Entry field %d: %q (cap %d), step by step %q", i, got[1+i], cap(got[1+i]), v)
+		}
+	}
+}
+
+// Entry reads stream entries as Array and Bulk do, and refuses what they
+// refuse, cut anywhere.
+func TestWalkerEntry(t *testing.T) {
+	raw := xrangeReply(3)
+	w := NewWalker(raw)
+	if _, err := w.Array(); err != nil {
+		t.Fatal(err)
+	}
+	one := w.Rest()
+	for _, in := range [][]byte{
+		one, []byte("*2\r\n$1\r\n1\r\n*0\r\n"), []byte("*2\r\n$0\r\n\r\n*2\r\n$0\r\n\r\n$1\r\nv\r\n"),
+		[]byte("*2\r\n$1\r\n1\r\n*1\r\n$1\r\nk\r\n"), []byte("*3\r\n$1\r\n1\r\n*0\r\n"),
+		[]byte("*2\r\n$-1\r\n*0\r\n"), []byte("*2\r\n$1\r\n1\r\n*2\r\n$-1\r\n$1\r\nv\r\n"),
+		[]byte("*2\r\n$1\r\n1\r\n*2\r\n:1\r\n$1\r\nv\r\n"), []byte("*2\r\n*0\r\n*0\r\n"),
+		[]byte("*2\r\n$1\r\n1\r\n$1\r\nx\r\n"), []byte("*2\r\n$1\r\n1\r\n*2\r\n$1\r\nkXY$1\r\nv\r\n"),
+	} {
+		for n := range len(in) + 1 {
+			sameEntry(t, in[:n])
+		}
+	}
+	w = NewWalker(one)
+	var fields [][]byte
+	for i := range 3 {
+		id, f, err := w.Entry(fields[:0])
+		if err != nil || string(id) != fmt.Sprintf("%d-1", i) || len(f) != 4 || string(f[0]) != "__key" || string(f[1]) != fmt.Sprintf("key-%d", i) {
+			t.Fatalf("entry %d: %q %q %v", i, id, f, err)
+		}
+		fields = f
+	}
+	if len(w.Rest()) != 0 {
+		t.Fatalf("%d bytes left", len(w.Rest()))
+	}
 }
 
 // sameTyped checks that Array and Bulk read the first value of data as

@@ -26,7 +26,14 @@
 # (default "size rebuild reads": which of a), b), c) to run), PERF_OUT (a
 # file: perf record korvet during its GET throughput run into it), CLIENT
 # (lean: the load generator's keep-alive HTTP/1.1 loop, the default; or
-# net/http: Go's client; the same for korvet and the reference).
+# net/http: Go's client; the same for korvet and the reference),
+# REBUILD_RUNS (3: rebuilds in b), the median is the figure), and
+# KORVET_BIN_BEFORE (another korvet binary, e.g. a build of the previous
+# commit: b) then alternates its rebuilds with KORVET_BIN's and the floor,
+# round after round on the same data, and prints both medians), and
+# REBUILD_SHUFFLE=1 (b) produces its keys in a random order instead of
+# k-0000000 up: each partition's keys then come in random order, and the
+# rebuild sorts them).
 set -euo pipefail
 
 # shellcheck source=scripts/lib.sh
@@ -40,6 +47,9 @@ CLIENTS=${CLIENTS:-16}
 PARTS=${PARTS:-size rebuild reads}
 PERF_OUT=${PERF_OUT:-}
 CLIENT=${CLIENT:-lean}
+REBUILD_RUNS=${REBUILD_RUNS:-3}
+BEFORE_BIN=${KORVET_BIN_BEFORE:-}
+REBUILD_SHUFFLE=${REBUILD_SHUFFLE:-}
 part() { [[ " $PARTS " == *" $1 "* ]]; }
 
 need_cmd redis-server redis-server
@@ -87,7 +97,7 @@ phase() {
 	start_korvet "$BIN" "$TMP/$1" "$REDIS_PORT"
 }
 
-size_live="" size_rebuilt="" rebuild_rate="" rebuild_rates="" floor_rate="" floor_rates=""
+size_live="" size_rebuilt="" rebuild_rate="" floor_rate=""
 # --- a) index size
 if part size; then
 echo
@@ -106,25 +116,58 @@ fi
 # --- b) rebuild
 if part rebuild; then
 echo
-echo "== b) rebuild: $REBUILD_KEYS keys with 256 B values over 2 partitions"
+echo "== b) rebuild: $REBUILD_KEYS keys with 256 B values over 2 partitions${REBUILD_SHUFFLE:+, produced in random order}"
 phase krebuild
-"$TMP/benchkv" -mode produce -brokers "127.0.0.1:$KAFKA_PORT" -topic kv-rebuild -partitions 2 -keys "$REBUILD_KEYS" -size 256 | tee "$TMP/rebuild-produce.txt"
+shuffle=()
+[[ -z $REBUILD_SHUFFLE ]] || shuffle=(-shuffle)
+"$TMP/benchkv" -mode produce -brokers "127.0.0.1:$KAFKA_PORT" -topic kv-rebuild -partitions 2 -keys "$REBUILD_KEYS" -size 256 "${shuffle[@]}" | tee "$TMP/rebuild-produce.txt"
 stop_pid "$KORVET_PID" 15
 KORVET_PID=""
 "$TMP/benchkv" -mode quiesce -redis "$REDIS_URL"
-# Three runs (the 2 cores are shared): the median is the figure.
+# REBUILD_RUNS runs (the 2 cores are shared): the median is the figure.
 # Each next to its floor: the same XRANGEs with the replies dropped unread
-# (Redis is single-threaded; no client work beats it).
-for _ in 1 2 3; do
-	"$BIN" index rebuild --config "$TMP/krebuild/korvet.toml" 2>&1 | tee -a "$TMP/rebuild.txt"
+# (Redis is single-threaded; no client work beats it). With
+# KORVET_BIN_BEFORE, each round rebuilds with it too, just before.
+# Every run also says the CPU seconds korvet (the whole index rebuild
+# process) and redis-server used.
+redis_cpu() { awk -v t="$(getconf CLK_TCK)" '{ printf "%.2f", ($14 + $15) / t }' "/proc/$REDIS_PID/stat"; }
+# rebuild_run BIN OUT: one rebuild, its output and a CPU line appended to OUT.
+rebuild_run() {
+	local r0 r1 cpu
+	r0=$(redis_cpu)
+	cpu=$( { TIMEFORMAT='%U %S'; time "$1" index rebuild --config "$TMP/krebuild/korvet.toml" >>"$2" 2>&1; } 2>&1) || { cat "$2"; die "index rebuild failed"; }
+	r1=$(redis_cpu)
+	awk -v c="$cpu" -v a="$r0" -v b="$r1" 'BEGIN { split(c, u, " "); printf "CPU korvet=%.2f redis=%.2f\n", u[1] + u[2], b - a }' >>"$2"
+	tail -n 2 "$2"
+}
+for ((run = 0; run < REBUILD_RUNS; run++)); do
+	[[ -z $BEFORE_BIN ]] || { echo "(before)"; rebuild_run "$BEFORE_BIN" "$TMP/rebuild-before.txt"; }
+	rebuild_run "$BIN" "$TMP/rebuild.txt"
+	r0=$(redis_cpu)
 	"$TMP/benchkv" -mode xrange -redis "$REDIS_URL" -topic kv-rebuild | tee -a "$TMP/rebuild-floor.txt"
+	echo "CPU redis=$(awk -v a="$r0" -v b="$(redis_cpu)" 'BEGIN { printf "%.2f", b - a }')" | tee -a "$TMP/rebuild-floor.txt"
 done
-rebuild_rates=$(sed -n 's/^rebuilt .*(\([0-9]*\) records\/s).*/\1/p' "$TMP/rebuild.txt" | sort -n | tr '\n' ' ')
-rebuild_rate=$(echo "$rebuild_rates" | awk '{ print $2 }')
-[[ -n $rebuild_rate ]] || die "could not read the rebuild rate"
-floor_rates=$(sed -n 's/^RESULT .*rate=\([0-9]*\).*/\1/p' "$TMP/rebuild-floor.txt" | sort -n | tr '\n' ' ')
-floor_rate=$(echo "$floor_rates" | awk '{ print $2 }')
-[[ -n $floor_rate ]] || die "could not read the XRANGE floor"
+# median FILE SED: the median of the numbers SED prints from FILE, then
+# all of them in the order measured.
+median() {
+	local all
+	all=$(sed -n "$2" "$1" | tr '\n' ' ')
+	all=${all% }
+	echo "$(tr ' ' '\n' <<<"$all" | grep . | sort -n | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)] }') ($all)"
+}
+rates='s/^rebuilt .*(\([0-9]*\) records\/s).*/\1/p'
+rebuild_rate=$(median "$TMP/rebuild.txt" "$rates")
+[[ $rebuild_rate != " ("* ]] || die "could not read the rebuild rate"
+rebuild_cpu=$(median "$TMP/rebuild.txt" 's/^CPU korvet=\([^ ]*\).*/\1/p')
+rebuild_rcpu=$(median "$TMP/rebuild.txt" 's/^CPU korvet=.* redis=\([^ ]*\).*/\1/p')
+if [[ -n $BEFORE_BIN ]]; then
+	before_rate=$(median "$TMP/rebuild-before.txt" "$rates")
+	before_cpu=$(median "$TMP/rebuild-before.txt" 's/^CPU korvet=\([^ ]*\).*/\1/p')
+	before_rcpu=$(median "$TMP/rebuild-before.txt" 's/^CPU korvet=.* redis=\([^ ]*\).*/\1/p')
+fi
+floor_rate=$(median "$TMP/rebuild-floor.txt" 's/^RESULT .*rate=\([0-9]*\).*/\1/p')
+[[ $floor_rate != " ("* ]] || die "could not read the XRANGE floor"
+floor_rcpu=$(median "$TMP/rebuild-floor.txt" 's/^CPU redis=\([^ ]*\).*/\1/p')
 fi
 
 # --- c) reads
@@ -165,10 +208,10 @@ fi
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 perkey() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
+if part reads; then
 p50=$(result "$TMP/read.txt" p50_ms)
 p99=$(result "$TMP/read.txt" p99_ms)
 fp50=$(result "$TMP/read.txt" floor_p50_ms)
-if part reads; then
 fp99=$(result "$TMP/read.txt" floor_p99_ms)
 rps=$(result "$TMP/read.txt" rps)
 frps=$(result "$TMP/read.txt" floor_rps)
@@ -189,10 +232,17 @@ printf '%-44s %22s %26s\n' "index size, $SIZE_KEYS keys, after stop" "$(perkey "
 printf '%-44s %22s %26s\n' "index size, $SIZE_KEYS keys, after index rebuild" "$(perkey "$size_rebuilt" "$SIZE_KEYS") B/key" "rpkv 14.16 B/key (<= 14)"
 fi
 if part rebuild; then
-printf '%-44s %22s %26s\n' "rebuild, $REBUILD_KEYS keys x 256 B (median of 3)" "$rebuild_rate keys/s" "rpkv ~996k keys/s (>= 1M)"
-printf '%-44s %22s\n' "  the three runs, keys/s" "$rebuild_rates"
-printf '%-44s %22s\n' "  floor: raw XRANGE of the same streams" "$floor_rate keys/s"
-printf '%-44s %22s\n' "  the three floor runs, keys/s" "$floor_rates"
+printf '%-44s %22s %26s\n' "rebuild, $REBUILD_KEYS keys x 256 B (median of $REBUILD_RUNS)" "${rebuild_rate%% *} keys/s" "rpkv ~996k keys/s (>= 1M)"
+printf '%-44s %s\n' "  the runs, keys/s" "${rebuild_rate#* }"
+printf '%-44s %s\n' "  CPU seconds: korvet, redis-server" "$rebuild_cpu; $rebuild_rcpu"
+if [[ -n $BEFORE_BIN ]]; then
+printf '%-44s %22s\n' "  before ($BEFORE_BIN)" "${before_rate%% *} keys/s"
+printf '%-44s %s\n' "  the runs, keys/s" "${before_rate#* }"
+printf '%-44s %s\n' "  CPU seconds: korvet, redis-server" "$before_cpu; $before_rcpu"
+fi
+printf '%-44s %22s\n' "  floor: raw XRANGE of the same streams" "${floor_rate%% *} keys/s"
+printf '%-44s %s\n' "  the runs, keys/s" "${floor_rate#* }"
+printf '%-44s %s\n' "  CPU seconds: redis-server" "$floor_rcpu"
 fi
 if part reads; then
 printf '%-44s %22s %26s\n' "GET p50, $READ_KEYS keys x 256 B, sequential" "$p50 ms" "rpkv 11.07 ms (<= 0.5)"

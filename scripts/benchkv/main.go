@@ -66,6 +66,7 @@ type options struct {
 	keys        int
 	size        int
 	keyfmt      string
+	shuffle     bool
 	reads       int
 	concurrency int
 	duration    time.Duration
@@ -92,6 +93,7 @@ func main() {
 	flag.IntVar(&o.keys, "keys", 100_000, "number of keys")
 	flag.IntVar(&o.size, "size", 256, "value size in bytes (produce; read: the floor's copies)")
 	flag.StringVar(&o.keyfmt, "keyfmt", "k-%07d", "key format, applied to 0..keys-1")
+	flag.BoolVar(&o.shuffle, "shuffle", false, "produce: the keys in a random order (the same each run), not 0..keys-1")
 	flag.IntVar(&o.reads, "reads", 5000, "random sequential reads for the latency figures")
 	flag.IntVar(&o.concurrency, "concurrency", 16, "clients for the throughput figures")
 	flag.DurationVar(&o.duration, "duration", 5*time.Second, "length of each throughput run")
@@ -164,10 +166,18 @@ func produce(ctx context.Context, o options) error {
 	if err := res[o.topic].Err; err != nil {
 		return fmt.Errorf("create %s: %w", o.topic, err)
 	}
+	order := make([]int, o.keys)
+	for i := range order {
+		order[i] = i
+	}
+	if o.shuffle {
+		rng := rand.New(rand.NewPCG(1, 2))
+		rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+	}
 	start := time.Now()
 	var wg sync.WaitGroup
 	var failed atomic.Pointer[error]
-	for i := range o.keys {
+	for _, i := range order {
 		wg.Add(1)
 		cl.Produce(ctx, &kgo.Record{Key: fmt.Appendf(nil, o.keyfmt, i), Value: value(o.size, i)}, func(_ *kgo.Record, err error) {
 			if err != nil {
