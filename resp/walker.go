@@ -227,20 +227,10 @@ func (w *Walker) expect(kind Kind) (Value, error) {
 // start of b, "$<n>\r\n" or "*<n>\r\n": n is -1 for a null, next the offset
 // of what follows. It accepts what parseLen does, and nothing else.
 func lenLine(b []byte) (n, next int, ok bool) {
-	i := 1
-	for ; i < len(b) && i <= 18 && '0' <= b[i] && b[i] <= '9'; i++ {
-		n = n*10 + int(b[i]-'0')
+	if len(b) >= 5 && b[1] == '-' && b[2] == '1' && b[3] == '\r' && b[4] == '\n' {
+		return -1, 5, true
 	}
-	if i == 1 {
-		if len(b) >= 5 && b[1] == '-' && b[2] == '1' && b[3] == '\r' && b[4] == '\n' {
-			return -1, 5, true
-		}
-		return 0, 0, false
-	}
-	if i+1 >= len(b) || b[i] != '\r' || b[i+1] != '\n' {
-		return 0, 0, false
-	}
-	return n, i + 2, true
+	return digits(b, 0)
 }
 
 // badLine explains why the header line at the start of w.b is refused.
