@@ -51,7 +51,7 @@ func TestRoundAndReadAllocs(t *testing.T) {
 	for i, n := range []int{100, 2000} {
 		tx, fl := round(n)
 		tx.write(p, &fl) // grows the buffers once
-		perRound[i] = testing.AllocsPerRun(20, func() { tx.write(p, &fl) })
+		perRound[i] = testbed.Allocs(20, func() { tx.write(p, &fl) })
 		if err := p.commitRound(ctx, tx, &fl); err != nil {
 			t.Fatal(err)
 		}
@@ -71,7 +71,7 @@ func TestRoundAndReadAllocs(t *testing.T) {
 			res.Release()
 		}
 		read() // grows the pooled result's slices once
-		perRead[i] = testing.AllocsPerRun(20, read)
+		perRead[i] = testbed.Allocs(20, read)
 	}
 	if perRead[1] > perRead[0]+4 || perRead[1] > 20 {
 		t.Errorf("reading: %v allocations for %d records, %v for %d: want a fixed few", perRead[0], got[0], perRead[1], got[1])

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/korvet/korvet/internal/testbed"
 	"github.com/korvet/korvet/resp"
 )
 
@@ -59,7 +60,7 @@ func TestParseKeyEntriesAllocs(t *testing.T) {
 func TestRebuildApplyAllocs(t *testing.T) {
 	kv, kp, c, ld := loadSetup(t, keyScanCount)
 	ctx := context.Background()
-	got := testing.AllocsPerRun(20, func() {
+	got := testbed.Allocs(20, func() {
 		ld.next = 0
 		ld.l.Reset()
 		if err := kv.loadChunk(ctx, kp, c, -1, kv.gen, ld, nil); err != nil {
@@ -89,7 +90,7 @@ func TestKVGetAllocs(t *testing.T) {
 	kv := e.KV()
 	ctx := context.Background()
 	i := 0
-	got := testing.AllocsPerRun(200, func() {
+	got := testbed.Allocs(200, func() {
 		rec, err := kv.Get(ctx, "bench", keys[i%len(keys)])
 		if err != nil || len(rec.Value) != 256 {
 			t.Fatalf("get: %d bytes, %v", len(rec.Value), err)

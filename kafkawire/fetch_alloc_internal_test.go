@@ -142,7 +142,7 @@ func TestFetchAllocs(t *testing.T) {
 			}
 		}
 		fetch() // grows the pooled slices once
-		allocs[i] = testing.AllocsPerRun(20, fetch)
+		allocs[i] = testbed.Allocs(20, fetch)
 	}
 	t.Logf("allocations per fetch: %v for %d records, %v for %d", allocs[0], got[0], allocs[1], got[1])
 	if allocs[1] > allocs[0]+4 || allocs[1] > 40 {

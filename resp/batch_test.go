@@ -86,7 +86,7 @@ func TestBatcherAllocs(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var p resp.Pipeline
-	if n := testing.AllocsPerRun(50, func() {
+	if n := testbed.Allocs(50, func() {
 		p.Reset()
 		p.Cmd("PING")
 		rs, err := b.Exec(ctx, &p)

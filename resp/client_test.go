@@ -659,12 +659,12 @@ func TestExecAllocs(t *testing.T) {
 		rs.Release()
 	}
 	run()
-	if n := testing.AllocsPerRun(20, run); n > 1 {
+	if n := testbed.Allocs(20, run); n > 1 {
 		t.Fatalf("%v allocations per 2000-command Exec", n)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	if n := testing.AllocsPerRun(20, func() {
+	if n := testbed.Allocs(20, func() {
 		p.Reset()
 		p.Cmd("PING")
 		rs, err := c.Exec(ctx, &p)

@@ -562,7 +562,7 @@ func TestClusterExecAllocs(t *testing.T) {
 		rs.Release()
 	}
 	run()
-	if n := testing.AllocsPerRun(20, run); n > 2 {
+	if n := testbed.Allocs(20, run); n > 2 {
 		t.Fatalf("%v allocations per 2000-command Exec on one node", n)
 	}
 }

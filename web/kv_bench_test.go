@@ -125,7 +125,7 @@ func TestKVGetHandlerAllocs(t *testing.T) {
 	h, reqs := kvHotSetup(t, 1000)
 	s := &sink{h: http.Header{}}
 	i := 0
-	got := testing.AllocsPerRun(200, func() {
+	got := testbed.Allocs(200, func() {
 		s.serve(t, h, reqs[i%len(reqs)])
 		i++
 	})
