@@ -143,3 +143,34 @@ func TestZstdRetrainNoGain(t *testing.T) {
 		t.Fatal("version 2 stored although it compresses no better")
 	}
 }
+
+// TestReadsBack: a dictionary whose frames a reader would decode to other
+// bytes is refused before it is stored. Here the frames are written with
+// one dictionary and read with another of the same version.
+func TestReadsBack(t *testing.T) {
+	sample := func(seed int) [][]byte {
+		var out [][]byte
+		for _, r := range zstdBatch(1500, 700+seed) {
+			out = append(out, r.Value)
+		}
+		return out
+	}
+	a, err := buildDict(sample(0), 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := buildDict(sample(300), 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := entry.NewCompressor(4, a, zstdLevel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := readsBack(4, a, c, sample(0)); err != nil {
+		t.Fatalf("its own dictionary: %v", err)
+	}
+	if err := readsBack(4, b, c, sample(0)); err == nil {
+		t.Fatal("frames read with another dictionary passed")
+	}
+}

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 
 	"github.com/klauspost/compress/zstd"
+
+	"github.com/korvet/korvet/engine/zstdict"
 )
 
 // prefixZstd names the compressed value field: "__zstd.<version>", the
@@ -49,6 +51,10 @@ type Compressor struct {
 	version uint32
 	field   string // "__zstd.<version>"
 	enc     *zstd.Encoder
+	// fast compresses the values up to zstdict.MaxValue when there is a
+	// dictionary: it reuses the dictionary's tables where enc rebuilds
+	// them for every value (3.6 µs a 700-byte JSON value, not 11).
+	fast *zstdict.Dict
 	// in and out count value bytes offered and bytes stored for them
 	// since the last Observed, for the owner's ratio sampling.
 	in, out atomic.Int64
@@ -85,7 +91,16 @@ func NewCompressor(version uint32, dict []byte, level zstd.EncoderLevel) (*Compr
 	if err != nil {
 		return nil, fmt.Errorf("zstd compressor, dictionary version %d: %w", version, err)
 	}
-	return &Compressor{version: version, field: prefixZstd + strconv.FormatUint(uint64(version), 10), enc: enc}, nil
+	c := &Compressor{version: version, field: prefixZstd + strconv.FormatUint(uint64(version), 10), enc: enc}
+	if dict != nil {
+		// Dictionaries trained before their tables were tuned for the
+		// fast encoder (zstdict.Tune) stay with enc, which fits tables
+		// per frame; both write the same format.
+		if d, err := zstdict.New(dict); err == nil && d.Complete() {
+			c.fast = d
+		}
+	}
+	return c, nil
 }
 
 // Observe adds in value bytes that were stored as out bytes (compressed,
@@ -190,7 +205,13 @@ func (c *Compressor) Compress(dst, value []byte) ([]byte, bool) {
 		return dst, false
 	}
 	n := len(dst)
-	dst = c.enc.EncodeAll(value, dst)
+	ok := false
+	if c.fast != nil {
+		dst, ok = c.fast.Encode(dst, value)
+	}
+	if !ok {
+		dst = c.enc.EncodeAll(value, dst)
+	}
 	if len(dst)-n < len(value) {
 		if c.misses.Load() != 0 {
 			c.misses.Store(0)

@@ -12,6 +12,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/korvet/korvet/engine/record"
+	"github.com/korvet/korvet/engine/zstdict"
 )
 
 // sensorDoc is a ~700-byte JSON document as Python's json.dumps writes it
@@ -81,8 +82,30 @@ func valueField(fields [][]byte) string {
 	return ""
 }
 
+// TestZstdRoundTrip: values go compressed, flattened or raw as they
+// should and read back, with a trainer's dictionary (the general encoder)
+// and with a tuned one (zstdict's, which reuses its tables).
 func TestZstdRoundTrip(t *testing.T) {
+	for _, tuned := range []bool{false, true} {
+		t.Run(fmt.Sprintf("tuned=%v", tuned), func(t *testing.T) { zstdRoundTrip(t, tuned) })
+	}
+}
+
+func zstdRoundTrip(t *testing.T, tuned bool) {
 	d1 := testDict(t, 1)
+	if tuned {
+		var sample [][]byte
+		for i := range 2000 {
+			sample = append(sample, sensorDoc(100000+i))
+		}
+		var err error
+		if d1, err = zstdict.Tune(d1, sample); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if c := newCompressor(t, 1, d1); (c.fast != nil) != tuned {
+		t.Fatalf("tuned %v: fast encoder %v", tuned, c.fast != nil)
+	}
 	dicts := testDicts(map[uint32][]byte{1: d1})
 	rnd := make([]byte, 256)
 	for i := range rnd {
