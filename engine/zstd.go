@@ -56,7 +56,10 @@ type topicZstd struct {
 	plain atomic.Pointer[entry.Compressor] // version 0, made once
 	cur   atomic.Pointer[entry.Compressor] // the newest version known
 	woke  atomic.Int64                     // unix ms the flush loop last woke the dictionary loop
-	train sync.Mutex                       // one training of the topic at a time
+	// retuned is the untuned version this broker last tried to replace
+	// with a tuned one (retuneDict), so that it tries once per version.
+	retuned atomic.Uint32
+	train   sync.Mutex // one training of the topic at a time
 
 	ratioMu sync.Mutex
 	ratio   zstdRatio // zstd_drift.go
@@ -220,14 +223,14 @@ func (e *Engine) TrainZstdDict(ctx context.Context, topic string) (uint32, error
 	if t == nil {
 		return 0, fmt.Errorf("%w: %q", ErrUnknownTopic, topic)
 	}
-	return t.trainDict(ctx, 8, nil)
+	return t.trainDict(ctx, 8, nil, 0)
 }
 
 // trainDict trains the topic's next dictionary version from at least
 // minSample values. With against set (a retraining), the new version is
-// kept only if it stores the sample in at most zstdRetrainGain of the
-// bytes against needs; else the error is errNoGain.
-func (t *Topic) trainDict(ctx context.Context, minSample int, against *entry.Compressor) (uint32, error) {
+// kept only if it stores the sample in at most gain of the bytes against
+// needs; else the error is errNoGain.
+func (t *Topic) trainDict(ctx context.Context, minSample int, against *entry.Compressor, gain float64) (uint32, error) {
 	t.z.train.Lock()
 	defer t.z.train.Unlock()
 	cur, err := t.currentDict(ctx)
@@ -266,7 +269,7 @@ func (t *Topic) trainDict(ctx context.Context, minSample int, against *entry.Com
 		if err != nil {
 			return 0, err
 		}
-		if float64(next) > zstdRetrainGain*float64(now) {
+		if float64(next) > gain*float64(now) {
 			return 0, fmt.Errorf("topic %q: %w: %d bytes for %d values with version %d, %d with a new one", t.name, errNoGain, now, len(sample), against.Version(), next)
 		}
 	}
@@ -419,7 +422,10 @@ func (t *Topic) refreshDict(ctx context.Context) error {
 		return err
 	}
 	if v > 0 {
-		return t.useDict(v)
+		if err := t.useDict(v); err != nil {
+			return err
+		}
+		return t.retuneDict(ctx)
 	}
 	var n int64
 	for _, p := range t.Partitions() {
@@ -430,8 +436,34 @@ func (t *Topic) refreshDict(ctx context.Context) error {
 	if n < zstdMinSample {
 		return nil
 	}
-	_, err = t.trainDict(ctx, zstdMinSample/2, nil)
+	_, err = t.trainDict(ctx, zstdMinSample/2, nil, 0)
 	return err
+}
+
+// retuneDict replaces a current dictionary that an older korvet trained,
+// whose tables were not tuned for the fast encoder (zstdict.Tune), so
+// that every value goes through the general encoder at about three
+// times the CPU. The new version is trained from the newest values, once
+// per version and broker, and kept if it stores them in no more bytes.
+func (t *Topic) retuneDict(ctx context.Context) error {
+	c := t.z.cur.Load()
+	if c == nil || c.Version() == 0 || c.Tuned() || t.z.retuned.Load() == c.Version() {
+		return nil
+	}
+	v, err := t.trainDict(ctx, zstdMinSample/2, c, 1)
+	switch {
+	case errors.Is(err, errSampleSmall):
+		return nil // again once more values are in
+	case errors.Is(err, errNoGain):
+		t.z.retuned.Store(c.Version())
+		t.e.log.Info("zstd dictionary kept untuned", "topic", t.name, "version", c.Version(), "reason", err)
+		return nil
+	case err != nil:
+		return err
+	}
+	t.z.retuned.Store(c.Version())
+	t.e.log.Info("zstd dictionary retuned for the fast encoder", "topic", t.name, "from", c.Version(), "version", v)
+	return nil
 }
 
 // leadsAny reports whether this broker leads a partition of t.

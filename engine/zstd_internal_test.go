@@ -1,11 +1,15 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/klauspost/compress/dict"
 
 	"github.com/korvet/korvet/engine/entry"
 	"github.com/korvet/korvet/engine/record"
@@ -131,7 +135,7 @@ func TestZstdRetrainNoGain(t *testing.T) {
 	if v, err := e.TrainZstdDict(ctx, "nogain"); err != nil || v != 1 {
 		t.Fatalf("train: version %d, %v", v, err)
 	}
-	if _, err := tp.trainDict(ctx, 8, tp.z.cur.Load()); !errors.Is(err, errNoGain) {
+	if _, err := tp.trainDict(ctx, 8, tp.z.cur.Load(), zstdRetrainGain); !errors.Is(err, errNoGain) {
 		t.Fatalf("retraining on the same values: %v, want errNoGain", err)
 	}
 	if v, err := tp.currentDict(ctx); err != nil || v != 1 || tp.ZstdDictVersion() != 1 {
@@ -172,5 +176,100 @@ func TestReadsBack(t *testing.T) {
 	}
 	if err := readsBack(4, b, c, sample(0)); err == nil {
 		t.Fatal("frames read with another dictionary passed")
+	}
+}
+
+// TestZstdRetuneOldDictionary: a current dictionary an older korvet
+// trained (the trainer's own tables) is replaced once by a tuned one, so
+// that values take the fast encoder; the old version stays, and what was
+// written with it reads back.
+func TestZstdRetuneOldDictionary(t *testing.T) {
+	r := testbed.StartRedis(t)
+	rc, err := resp.New(r.URL, resp.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rc.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	e, err := Open(ctx, rc, Options{Logger: testbed.Logger(), GroupInitialRebalanceDelay: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Close)
+	tp, err := e.CreateTopic(ctx, "old", 1, map[string]string{"korvet.storage.compression": "zstd"}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := tp.Partition(0)
+	testbed.WaitFor(t, 10*time.Second, "the broker leads old/0", p.IsLeader)
+	recs := zstdBatch(1500, 1024)
+	var sample [][]byte
+	for _, r := range recs {
+		sample = append(sample, r.Value)
+	}
+	old, err := dict.BuildZstdDict(sample, dict.Options{MaxDictSize: zstdDictBytes, HashBytes: 8, ZstdDictID: 1, ZstdLevel: zstdLevel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, err := entry.NewCompressor(1, old, zstdLevel); err != nil || c.Tuned() {
+		t.Fatalf("the trainer's dictionary: tuned %v, %v", err == nil && c.Tuned(), err)
+	}
+	if _, err := rc.Do(ctx, "HSET", e.k.ZstdDicts("old"), 1, old, "current", 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := tp.useDict(1); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := p.Append(recs).Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := tp.refreshDict(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c := tp.z.cur.Load()
+	if c.Version() != 2 || !c.Tuned() {
+		t.Fatalf("after a pass: version %d, tuned %v; want 2, tuned", c.Version(), c.Tuned())
+	}
+	if n, err := rc.Do(ctx, "HEXISTS", e.k.ZstdDicts("old"), 1); err != nil {
+		t.Fatal(err)
+	} else if x, _ := n.Int(); x != 1 {
+		t.Fatal("version 1 is gone")
+	}
+	// Once per version: a second pass trains nothing more.
+	if err := tp.refreshDict(ctx); err != nil || tp.ZstdDictVersion() != 2 {
+		t.Fatalf("second pass: version %d, %v", tp.ZstdDictVersion(), err)
+	}
+	if _, _, err := p.Append(recs[:100]).Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	res, err := p.Read(ctx, 0, 64<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Release()
+	if len(res.Records) != len(recs)+100 {
+		t.Fatalf("%d records read back, want %d", len(res.Records), len(recs)+100)
+	}
+	for i, got := range res.Records {
+		if want := recs[i%len(recs)].Value; !bytes.Equal(got.Value, want) {
+			t.Fatalf("record %d: %d bytes back, want %d", i, len(got.Value), len(want))
+		}
+	}
+	forms := map[string]int{}
+	rr, err := rc.Do(ctx, "XRANGE", p.streamKey(0), "-", "+")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ent := range rr.Elems(nil) {
+		f := ent.Elems(nil)[1].Elems(nil)
+		for j := 0; j < len(f); j += 2 {
+			if name := string(f[j].Bytes()); strings.HasPrefix(name, "__zstd.") {
+				forms[name]++
+			}
+		}
+	}
+	if forms["__zstd.1"] != len(recs) || forms["__zstd.2"] != 100 {
+		t.Fatalf("value forms %v: want %d with version 1, 100 with version 2", forms, len(recs))
 	}
 }

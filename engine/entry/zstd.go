@@ -120,6 +120,11 @@ func (c *Compressor) Observed() (in, out int64) {
 // Pending returns the value bytes Observe counted since the last Observed.
 func (c *Compressor) Pending() int64 { return c.in.Load() }
 
+// Tuned reports whether c's dictionary has tables tuned for the fast
+// encoder (zstdict.Tune), which c then uses for values up to
+// zstdict.MaxValue.
+func (c *Compressor) Tuned() bool { return c.fast != nil }
+
 // Version is the dictionary version c compresses with.
 func (c *Compressor) Version() uint32 { return c.version }
 
