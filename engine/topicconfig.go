@@ -99,7 +99,7 @@ var configDefs = []ConfigDef{
 	{Name: "flush.ms", Broker: "log.flush.interval.ms", Default: "9223372036854775807", Doc: "accepted for compatibility; Redis persistence decides", check: checkInt(0)},
 	{Name: "index.interval.bytes", Broker: "log.index.interval.bytes", Default: "4096", Doc: "accepted for compatibility; no effect", check: checkInt(0)},
 	{Name: "korvet.storage.compression", Default: "none", Doc: "zstd: store new record values compressed in Redis, with a dictionary trained on the topic", check: checkOneOf("none", "zstd")},
-	{Name: "korvet.storage.compression.min.bytes", Default: "128", Doc: "with korvet.storage.compression=zstd, values shorter than this are stored uncompressed: compressing them costs more CPU than it saves memory", check: checkIntRange(0, 1<<30)},
+	{Name: "korvet.storage.compression.min.bytes", Default: "32", Doc: "with korvet.storage.compression=zstd, values shorter than this are stored uncompressed: their frames would rarely be smaller", check: checkIntRange(0, 1<<30)},
 	{Name: "korvet.index.enable", Default: "false", Doc: "keep a key index for the KV view even without compaction", check: checkBool},
 	{Name: "local.retention.bytes", Broker: "log.local.retention.bytes", Default: "-2", Doc: "bytes kept in Redis before archived data leaves it (-2: same as retention.bytes)", check: checkInt(-2)},
 	{Name: "local.retention.ms", Broker: "log.local.retention.ms", Default: "-2", Doc: "time kept in Redis before archived data leaves it (-2: same as retention.ms)", check: checkInt(-2)},

@@ -27,7 +27,9 @@ import (
 // every broker reads what any broker wrote, and old versions stay.
 
 const (
-	// zstdLevel: SpeedFastest, measured against SpeedDefault on 700-byte
+	// zstdLevel is the general encoder's (values over zstdict.MaxValue,
+	// version 0, dictionaries from before zstdict.Tune): SpeedFastest,
+	// measured against SpeedDefault on 700-byte
 	// JSON with a trained dictionary (BenchmarkEncodeZstd): the same ratio
 	// (0.25x) at about half the CPU per record; on the 1 KiB JSON of
 	// scripts/bench-memory.sh SpeedDefault gives 0.418x (Fastest 0.414x)
@@ -41,9 +43,8 @@ const (
 	zstdMinSample     = 1000
 	// zstdDictBytes: on the 1 KiB JSON of scripts/bench-memory.sh a frame
 	// takes 0.414x the value with 16 KiB, 0.396x with 32 KiB, 0.388x with
-	// 64 KiB (and 0.390x with 112 KiB from 8000 values); each record
-	// costs about a fifth more CPU than with 16 KiB (the encoder copies
-	// the dictionary in per frame).
+	// 64 KiB (and 0.390x with 112 KiB from 8000 values), measured with
+	// the general encoder; zstdict's match table indexes 64 KiB.
 	zstdDictBytes = 64 << 10
 	// zstdInterval is how often the dictionary loop looks at zstd topics:
 	// to train a first dictionary, or pick up one another broker trained.
@@ -210,6 +211,10 @@ func (t *Topic) currentDict(ctx context.Context) (uint32, error) {
 	return uint32(v), nil
 }
 
+// errSuperseded: a retraining found the version it was to replace no
+// longer current.
+var errSuperseded = errors.New("the zstd dictionary was replaced meanwhile")
+
 // errSampleSmall: not enough values to train a dictionary yet.
 var errSampleSmall = errors.New("too few values to train a zstd dictionary")
 
@@ -236,6 +241,11 @@ func (t *Topic) trainDict(ctx context.Context, minSample int, against *entry.Com
 	cur, err := t.currentDict(ctx)
 	if err != nil {
 		return 0, err
+	}
+	if against != nil && cur != against.Version() {
+		// Another pass, or another broker, replaced the version this
+		// retraining was to replace while it waited for the lock.
+		return cur, fmt.Errorf("topic %q: %w: version %d is current, not %d", t.name, errSuperseded, cur, against.Version())
 	}
 	sample, err := t.sampleValues(ctx)
 	if err != nil {
@@ -454,6 +464,8 @@ func (t *Topic) retuneDict(ctx context.Context) error {
 	switch {
 	case errors.Is(err, errSampleSmall):
 		return nil // again once more values are in
+	case errors.Is(err, errSuperseded):
+		return t.useDict(v)
 	case errors.Is(err, errNoGain):
 		t.z.retuned.Store(c.Version())
 		t.e.log.Info("zstd dictionary kept untuned", "topic", t.name, "version", c.Version(), "reason", err)

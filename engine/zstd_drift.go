@@ -91,7 +91,10 @@ func (t *Topic) checkDrift(ctx context.Context) error {
 		return nil
 	}
 	t.e.log.Info("zstd ratio drifted, retraining", "topic", t.name, "version", c.Version(), "baseline", round2(base), "ratio", round2(ratio))
-	_, err := t.trainDict(ctx, zstdMinSample/2, c, zstdRetrainGain)
+	v, err := t.trainDict(ctx, zstdMinSample/2, c, zstdRetrainGain)
+	if errors.Is(err, errSuperseded) {
+		return t.useDict(v)
+	}
 	if errors.Is(err, errNoGain) || errors.Is(err, errSampleSmall) {
 		t.z.ratioMu.Lock()
 		if t.z.ratio.version == c.Version() {

@@ -64,7 +64,7 @@ func TestPendingCompress(t *testing.T) {
 
 func TestZstdMinBytesConfig(t *testing.T) {
 	d, ok := LookupConfig("korvet.storage.compression.min.bytes")
-	if !ok || d.Default != "128" {
+	if !ok || d.Default != "32" {
 		t.Fatalf("korvet.storage.compression.min.bytes: %v %+v", ok, d)
 	}
 	for v, valid := range map[string]bool{"0": true, "128": true, "1073741824": true, "-1": false, "x": false, "1073741825": false} {
@@ -108,10 +108,10 @@ func BenchmarkPendingCompress(b *testing.B) {
 	}
 }
 
-// TestZstdRetrainNoGain: retraining on values the current dictionary
-// already fits stores no new version (errNoGain), so a drift that a new
-// dictionary cannot fix does not pile up versions in Redis.
-func TestZstdRetrainNoGain(t *testing.T) {
+// zstdTopic starts a Redis and an engine with one zstd topic of one
+// partition that the engine leads.
+func zstdTopic(t *testing.T, name string) (context.Context, *Engine, *resp.Client, *Topic) {
+	t.Helper()
 	r := testbed.StartRedis(t)
 	rc, err := resp.New(r.URL, resp.Options{})
 	if err != nil {
@@ -119,16 +119,25 @@ func TestZstdRetrainNoGain(t *testing.T) {
 	}
 	t.Cleanup(func() { rc.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+	t.Cleanup(cancel)
 	e, err := Open(ctx, rc, Options{Logger: testbed.Logger(), GroupInitialRebalanceDelay: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(e.Close)
-	tp, err := e.CreateTopic(ctx, "nogain", 1, map[string]string{"korvet.storage.compression": "zstd"}, false)
+	tp, err := e.CreateTopic(ctx, name, 1, map[string]string{"korvet.storage.compression": "zstd"}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
+	testbed.WaitFor(t, 10*time.Second, "the broker leads "+name+"/0", tp.Partition(0).IsLeader)
+	return ctx, e, rc, tp
+}
+
+// TestZstdRetrainNoGain: retraining on values the current dictionary
+// already fits stores no new version (errNoGain), so a drift that a new
+// dictionary cannot fix does not pile up versions in Redis.
+func TestZstdRetrainNoGain(t *testing.T) {
+	ctx, e, rc, tp := zstdTopic(t, "nogain")
 	if _, _, err := tp.Partition(0).Append(zstdBatch(1500, 1024)).Wait(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -184,25 +193,8 @@ func TestReadsBack(t *testing.T) {
 // that values take the fast encoder; the old version stays, and what was
 // written with it reads back.
 func TestZstdRetuneOldDictionary(t *testing.T) {
-	r := testbed.StartRedis(t)
-	rc, err := resp.New(r.URL, resp.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { rc.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	e, err := Open(ctx, rc, Options{Logger: testbed.Logger(), GroupInitialRebalanceDelay: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(e.Close)
-	tp, err := e.CreateTopic(ctx, "old", 1, map[string]string{"korvet.storage.compression": "zstd"}, false)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, e, rc, tp := zstdTopic(t, "old")
 	p := tp.Partition(0)
-	testbed.WaitFor(t, 10*time.Second, "the broker leads old/0", p.IsLeader)
 	recs := zstdBatch(1500, 1024)
 	var sample [][]byte
 	for _, r := range recs {
@@ -235,6 +227,15 @@ func TestZstdRetuneOldDictionary(t *testing.T) {
 		t.Fatal(err)
 	} else if x, _ := n.Int(); x != 1 {
 		t.Fatal("version 1 is gone")
+	}
+	// A retraining that waited while another replaced its version
+	// trains nothing.
+	c1, err := entry.NewCompressor(1, old, zstdLevel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, err := tp.trainDict(ctx, 8, c1, 1); !errors.Is(err, errSuperseded) || v != 2 {
+		t.Fatalf("retraining version 1 while 2 is current: version %d, %v", v, err)
 	}
 	// Once per version: a second pass trains nothing more.
 	if err := tp.refreshDict(ctx); err != nil || tp.ZstdDictVersion() != 2 {

@@ -341,31 +341,24 @@ func baselines(extra []uint8) []uint32 {
 	return b
 }
 
-func llCode(n uint32) uint8 {
-	if n < 16 {
-		return uint8(n)
-	}
-	if n >= 64 {
-		return uint8(bits.Len32(n)-1) + 19
-	}
-	return codeOf(llBase[16:25], n) + 16
-}
+// llCode and mlCode give a literal length's code and a match length's
+// (counted from 3).
+func llCode(n uint32) uint8 { return lengthCode(n, 16, 64, 19, llBase) }
+func mlCode(n uint32) uint8 { return lengthCode(n, 32, 128, 36, mlBase) }
 
-func mlCode(n uint32) uint8 {
-	if n < 32 {
+// lengthCode: lengths under direct are their own code; from wide on,
+// where each code doubles the range, the code follows from the highest
+// bit; between, it is the last code whose baseline is at most n.
+func lengthCode(n, direct, wide uint32, delta uint8, base []uint32) uint8 {
+	switch {
+	case n < direct:
 		return uint8(n)
+	case n >= wide:
+		return uint8(bits.Len32(n)-1) + delta
 	}
-	if n >= 128 {
-		return uint8(bits.Len32(n)-1) + 36
-	}
-	return codeOf(mlBase[32:43], n) + 32
-}
-
-// codeOf returns the index of the last baseline at most n.
-func codeOf(base []uint32, n uint32) uint8 {
-	i := len(base) - 1
-	for base[i] > n {
-		i--
+	i := int(direct)
+	for base[i+1] <= n {
+		i++
 	}
 	return uint8(i)
 }

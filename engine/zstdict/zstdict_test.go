@@ -292,3 +292,17 @@ func BenchmarkEncode(b *testing.B) {
 		})
 	}
 }
+
+// Every literal and match length a sequence can have (under MaxValue: a
+// match follows its literals) maps to the code whose baseline and extra
+// bits cover it.
+func TestLengthCodes(t *testing.T) {
+	for n := uint32(0); n < MaxValue; n++ {
+		if c := llCode(n); llBase[c] > n || n-llBase[c] >= 1<<llBits[c] {
+			t.Fatalf("literal length %d: code %d covers %d+%d bits", n, c, llBase[c], llBits[c])
+		}
+		if c := mlCode(n); mlBase[c] > n || n-mlBase[c] >= 1<<mlBits[c] {
+			t.Fatalf("match length %d (less 3): code %d covers %d+%d bits", n, c, mlBase[c], mlBits[c])
+		}
+	}
+}

@@ -14,8 +14,8 @@
 // MEMORY USAGE delta of the topic's keys per record, korvet's own sampler
 // figure (/api/v1/topics), the produce rate, then the fetch rate of the
 // whole topic. The 100-byte log lines also run as zstd-all: zstd with
-// korvet.storage.compression.min.bytes=0, so that they are compressed
-// although shorter than its default. A mode korvet refuses as an unknown topic config prints
+// korvet.storage.compression.min.bytes=0, every value compressed (with
+// the default, 32, they are too; before it was 128 they were not). A mode korvet refuses as an unknown topic config prints
 // "n/a". Prints a table and the targets next to the figures.
 package main
 
