@@ -143,6 +143,17 @@ func TestRetentionMsTrimsOldAppends(t *testing.T) {
 	}
 }
 
+// keptPartition creates topic name with one partition whose records are
+// kept (retention.ms -1) and returns that partition.
+func keptPartition(t *testing.T, e *engine.Engine, name string) *engine.Partition {
+	t.Helper()
+	tp, err := e.CreateTopic(context.Background(), name, 1, map[string]string{"retention.ms": "-1"}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tp.Partition(0)
+}
+
 // A Redis that dies mid-traffic: appends fail with a retriable error, and
 // after Redis is back the partition resyncs and continues densely, with
 // nothing acknowledged lost.
@@ -150,11 +161,7 @@ func TestAppendAcrossRedisRestart(t *testing.T) {
 	r := testbed.StartRedis(t)
 	e, _ := enginetest.Open(t, r, engine.Options{})
 	ctx := context.Background()
-	tp, err := e.CreateTopic(ctx, "r", 1, map[string]string{"retention.ms": "-1"}, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := tp.Partition(0)
+	p := keptPartition(t, e, "r")
 	acked := 0
 	for i := 0; i < 10; i++ {
 		if _, _, err := p.Append(recs(10, time.Now().UnixMilli(), "a")).Wait(ctx); err != nil {
@@ -163,7 +170,7 @@ func TestAppendAcrossRedisRestart(t *testing.T) {
 		acked += 10
 	}
 	r.Stop() // clean shutdown: AOF has everything
-	_, _, err = p.Append(recs(10, time.Now().UnixMilli(), "down")).Wait(ctx)
+	_, _, err := p.Append(recs(10, time.Now().UnixMilli(), "down")).Wait(ctx)
 	if !errors.Is(err, engine.ErrStorageUnavailable) {
 		t.Fatalf("append with Redis down: %v, want ErrStorageUnavailable", err)
 	}
@@ -192,8 +199,7 @@ func TestOffsetForTime(t *testing.T) {
 	r := testbed.StartRedis(t)
 	e, _ := enginetest.Open(t, r, engine.Options{})
 	ctx := context.Background()
-	tp, _ := e.CreateTopic(ctx, "ts", 1, map[string]string{"retention.ms": "-1"}, false)
-	p := tp.Partition(0)
+	p := keptPartition(t, e, "ts")
 	// Timestamps not in order within appends, as CreateTime allows.
 	ts := []int64{100, 90, 200, 150, 300, 310, 305, 400}
 	for i := 0; i < len(ts); i += 2 {
@@ -225,11 +231,7 @@ func TestAppendAfterRedisLostWrites(t *testing.T) {
 	r := testbed.StartRedis(t)
 	e, rc := enginetest.Open(t, r, engine.Options{})
 	ctx := context.Background()
-	tp, err := e.CreateTopic(ctx, "lost", 1, map[string]string{"retention.ms": "-1"}, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := tp.Partition(0)
+	p := keptPartition(t, e, "lost")
 	if _, _, err := p.Append(recs(5, time.Now().UnixMilli(), "kept")).Wait(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -150,7 +150,7 @@ func (kv *kvIndex) fill(ctx context.Context, kp *kvPart, limit int64, progress *
 	var ld *partLoad
 	if kv.bulk {
 		ld = &partLoad{l: kv.ix.NewLoader(p.t.id, p.id)}
-		defer ld.l.Reset() // a table written but not ingested (an error) goes
+		defer ld.l.Reset() // drops a table written but not ingested (after an error)
 	}
 	kv.closeMu.RUnlock()
 	kp.mu.Lock()

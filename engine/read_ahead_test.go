@@ -59,11 +59,7 @@ func TestReadAheadAnswersItsRead(t *testing.T) {
 	r := testbed.StartRedis(t)
 	e, _ := enginetest.Open(t, r, engine.Options{})
 	ctx := context.Background()
-	tp, err := e.CreateTopic(ctx, "ra", 1, map[string]string{"retention.ms": "-1"}, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := tp.Partition(0)
+	p := keptPartition(t, e, "ra")
 	appendEach(t, p, 100, 100, 100)
 
 	args := readArgs{offset: 110, maxBytes: 20 * recSize, whole: 1 << 20, below: -1}
@@ -144,11 +140,7 @@ func TestReadAheadNotTakenAfterRecordsLeave(t *testing.T) {
 	ctx := context.Background()
 
 	t.Run("DeleteRecords", func(t *testing.T) {
-		tp, err := e.CreateTopic(ctx, "del", 1, map[string]string{"retention.ms": "-1"}, false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := tp.Partition(0)
+		p := keptPartition(t, e, "del")
 		appendEach(t, p, 100, 100)
 		below := readArgs{offset: 100, maxBytes: 10 * recSize, whole: 0, below: -1}
 		ra := below.start(ctx, p)

@@ -70,11 +70,7 @@ func TestReadWholeReadsOnThroughTheFirstAppend(t *testing.T) {
 	r := testbed.StartRedis(t)
 	e, rc := enginetest.Open(t, r, engine.Options{})
 	ctx := context.Background()
-	tp, err := e.CreateTopic(ctx, "whole", 1, map[string]string{"retention.ms": "-1"}, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := tp.Partition(0)
+	p := keptPartition(t, e, "whole")
 	// Appends 0..49, 50..549, 550..599 and 600..25599 (one XRANGE reads
 	// at most 10000 entries).
 	appendEach(t, p, 50, 500, 50, 25000)

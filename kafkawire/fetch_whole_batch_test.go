@@ -3,7 +3,6 @@ package kafkawire_test
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"fmt"
 	"os/exec"
 	"strings"
@@ -18,38 +17,14 @@ import (
 )
 
 // fetchRaw sends one Fetch for a partition and returns the offsets of the
-// records in its answer, read from the batch headers.
+// records in its answer (fetchOne), failing the test on an error code.
 func fetchRaw(t *testing.T, b *broker, cl *kgo.Client, topic string, offset int64, partMax, max int32) []int64 {
 	t.Helper()
-	req := kmsg.NewPtrFetchRequest()
-	req.MaxBytes, req.MinBytes, req.MaxWaitMillis = max, 1, 100
-	rt := kmsg.NewFetchRequestTopic()
-	rt.Topic, rt.TopicID = topic, b.eng.Topic(topic).ID()
-	rp := kmsg.NewFetchRequestTopicPartition()
-	rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes = 0, offset, partMax
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
-	resp, err := req.RequestWith(ctxT(t, 10*time.Second), cl)
-	if err != nil {
-		t.Fatal(err)
+	f := fetchOne(t, b, cl, topic, offset, partMax, max)
+	if f.code != 0 {
+		t.Fatalf("fetch at %d: error %d", offset, f.code)
 	}
-	sp := resp.Topics[0].Partitions[0]
-	if sp.ErrorCode != 0 {
-		t.Fatalf("fetch at %d: error %d", offset, sp.ErrorCode)
-	}
-	var offs []int64
-	for raw := sp.RecordBatches; len(raw) >= 12; {
-		n := 12 + int(binary.BigEndian.Uint32(raw[8:12]))
-		var rb kmsg.RecordBatch
-		if n > len(raw) || rb.ReadFrom(raw[:n]) != nil {
-			t.Fatalf("fetch at %d: bad batch", offset)
-		}
-		for i := int64(0); i < int64(rb.NumRecords); i++ {
-			offs = append(offs, rb.FirstOffset+i)
-		}
-		raw = raw[n:]
-	}
-	return offs
+	return f.offs
 }
 
 // TestFetchTinyLimitsReturnWholeBatch: with partition and response limits

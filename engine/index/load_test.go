@@ -17,29 +17,20 @@ import (
 // through Batches into one index and through a Loader, in several runs,
 // into another; both stores then hold the same keys and values.
 func TestLoaderMatchesBatch(t *testing.T) {
-	ctx := context.Background()
-	open := func() *Index {
-		ix, err := Open(t.TempDir(), Options{Bulk: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { ix.Close() })
-		return ix
-	}
-	viaBatch, viaLoad := open(), open()
-	topic, other := TopicID{7}, TopicID{9}
+	tw := newTwin(t, TopicID{7}, 3)
+	other := TopicID{9}
 	// Existing data, which the load must override or delete.
-	for _, ix := range []*Index{viaBatch, viaLoad} {
+	for _, ix := range []*Index{tw.viaBatch, tw.viaLoad} {
 		b := ix.NewBatch()
 		for i := range 50 {
-			if err := b.Set(topic, fmt.Appendf(nil, "k%d", i), Pointer{Partition: 1, Offset: int64(i)}); err != nil {
+			if err := b.Set(tw.topic, fmt.Appendf(nil, "k%d", i), Pointer{Partition: 1, Offset: int64(i)}); err != nil {
 				t.Fatal(err)
 			}
 			if err := b.Set(other, fmt.Appendf(nil, "k%d", i), Pointer{Partition: 0, Offset: int64(i)}); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if err := b.SetCheckpoint(topic, 3, 50); err != nil {
+		if err := b.SetCheckpoint(tw.topic, 3, 50); err != nil {
 			t.Fatal(err)
 		}
 		if err := b.Commit(); err != nil {
@@ -48,54 +39,111 @@ func TestLoaderMatchesBatch(t *testing.T) {
 		b.Close()
 	}
 	rng := rand.New(rand.NewPCG(5, 6))
-	l := viaLoad.NewLoader(topic, 3)
-	off := int64(50)
+	tw.off = 50
 	for run := range 4 {
-		b := viaBatch.NewBatch()
 		for range 500 {
 			k := fmt.Appendf(nil, "k%d", rng.IntN(120))
 			if run == 3 && rng.IntN(3) == 0 {
 				k = []byte{} // the empty key is a key
 			}
 			if rng.IntN(5) == 0 {
-				if err := b.Delete(topic, k); err != nil {
-					t.Fatal(err)
-				}
-				l.Delete(k)
+				tw.del(k)
 			} else {
-				p := Pointer{Partition: 3, Offset: off, Tombstone: rng.IntN(6) == 0}
-				if err := b.Set(topic, k, p); err != nil {
-					t.Fatal(err)
-				}
-				l.Set(k, p)
-			}
-			off++
-		}
-		if err := b.SetCheckpoint(topic, 3, off); err != nil {
-			t.Fatal(err)
-		}
-		if err := b.Commit(); err != nil {
-			t.Fatal(err)
-		}
-		b.Close()
-		if err := l.Flush(ctx, off); err != nil {
-			t.Fatal(err)
-		}
-		if l.Len() != 0 {
-			t.Fatalf("%d updates left after Flush", l.Len())
-		}
-		want, got := dump(t, viaBatch), dump(t, viaLoad)
-		if len(want) != len(got) {
-			t.Fatalf("run %d: %d entries via Loader, %d via Batch", run, len(got), len(want))
-		}
-		for i := range want {
-			if !bytes.Equal(want[i][0], got[i][0]) || !bytes.Equal(want[i][1], got[i][1]) {
-				t.Fatalf("run %d entry %d: %x=%x via Loader, %x=%x via Batch", run, i, got[i][0], got[i][1], want[i][0], want[i][1])
+				tw.set(k, Pointer{Partition: 3, Offset: tw.off, Tombstone: rng.IntN(6) == 0})
 			}
 		}
+		tw.flush()
+		if tw.l.Len() != 0 {
+			t.Fatalf("%d updates left after Flush", tw.l.Len())
+		}
+		tw.same(fmt.Sprintf("run %d", run))
 	}
-	if next, ok, err := viaLoad.Checkpoint(topic, 3); err != nil || !ok || next != off {
-		t.Fatalf("checkpoint %d %v %v, want %d", next, ok, err, off)
+	if next, ok, err := tw.viaLoad.Checkpoint(tw.topic, 3); err != nil || !ok || next != tw.off {
+		t.Fatalf("checkpoint %d %v %v, want %d", next, ok, err, tw.off)
+	}
+}
+
+// twin applies the same updates to a Batch of one index and a Loader of
+// another, so that a test can compare what each leaves.
+type twin struct {
+	t                 *testing.T
+	viaBatch, viaLoad *Index
+	topic             TopicID
+	part              int32
+	b                 *Batch
+	l                 *Loader
+	off               int64 // the offset of the next update
+	flushes           int
+}
+
+func newTwin(t *testing.T, topic TopicID, part int32) *twin {
+	open := func() *Index {
+		ix, err := Open(t.TempDir(), Options{Bulk: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ix.Close() })
+		return ix
+	}
+	tw := &twin{t: t, viaBatch: open(), viaLoad: open(), topic: topic, part: part}
+	tw.l = tw.viaLoad.NewLoader(topic, part)
+	return tw
+}
+
+func (tw *twin) batch() *Batch {
+	if tw.b == nil {
+		tw.b = tw.viaBatch.NewBatch()
+	}
+	return tw.b
+}
+
+func (tw *twin) set(k []byte, p Pointer) {
+	tw.t.Helper()
+	if err := tw.batch().Set(tw.topic, k, p); err != nil {
+		tw.t.Fatal(err)
+	}
+	tw.l.Set(k, p)
+	tw.off++
+}
+
+func (tw *twin) del(k []byte) {
+	tw.t.Helper()
+	if err := tw.batch().Delete(tw.topic, k); err != nil {
+		tw.t.Fatal(err)
+	}
+	tw.l.Delete(k)
+	tw.off++
+}
+
+// flush commits the Batch with the checkpoint and flushes the Loader.
+func (tw *twin) flush() {
+	tw.t.Helper()
+	b := tw.batch()
+	if err := b.SetCheckpoint(tw.topic, tw.part, tw.off); err != nil {
+		tw.t.Fatal(err)
+	}
+	if err := b.Commit(); err != nil {
+		tw.t.Fatal(err)
+	}
+	b.Close()
+	tw.b = nil
+	if err := tw.l.Flush(context.Background(), tw.off); err != nil {
+		tw.t.Fatal(err)
+	}
+	tw.flushes++
+}
+
+// same fails the test unless both indexes hold the same keys and values.
+func (tw *twin) same(when string) {
+	tw.t.Helper()
+	want, got := dump(tw.t, tw.viaBatch), dump(tw.t, tw.viaLoad)
+	if len(want) != len(got) {
+		tw.t.Fatalf("%s: %d entries via Loader, %d via Batch", when, len(got), len(want))
+	}
+	for i := range want {
+		if !bytes.Equal(want[i][0], got[i][0]) || !bytes.Equal(want[i][1], got[i][1]) {
+			tw.t.Fatalf("%s, entry %d: %q=%x via Loader, %q=%x via Batch", when, i, got[i][0], got[i][1], want[i][0], want[i][1])
+		}
 	}
 }
 
@@ -105,21 +153,11 @@ func TestLoaderMatchesBatch(t *testing.T) {
 // broken by keys that do not Fit (the Loader is flushed first, as a
 // rebuild does) and by runs in random order, on top of existing data.
 func TestLoaderStreamMatchesBatch(t *testing.T) {
-	ctx := context.Background()
-	open := func() *Index {
-		ix, err := Open(t.TempDir(), Options{Bulk: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { ix.Close() })
-		return ix
-	}
-	viaBatch, viaLoad := open(), open()
-	topic := TopicID{7}
-	for _, ix := range []*Index{viaBatch, viaLoad} {
+	tw := newTwin(t, TopicID{7}, 2)
+	for _, ix := range []*Index{tw.viaBatch, tw.viaLoad} {
 		b := ix.NewBatch()
 		for i := range 100 {
-			if err := b.Set(topic, fmt.Appendf(nil, "k%06d", i*97), Pointer{Partition: 1, Offset: int64(i)}); err != nil {
+			if err := b.Set(tw.topic, fmt.Appendf(nil, "k%06d", i*97), Pointer{Partition: 1, Offset: int64(i)}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -129,53 +167,28 @@ func TestLoaderStreamMatchesBatch(t *testing.T) {
 		b.Close()
 	}
 	rng := rand.New(rand.NewPCG(7, 8))
-	l := viaLoad.NewLoader(topic, 2)
-	b := viaBatch.NewBatch()
-	off := int64(100)
-	flushes, streamed := 0, 0
-	flush := func() {
-		t.Helper()
-		if err := b.SetCheckpoint(topic, 2, off); err != nil {
-			t.Fatal(err)
-		}
-		if err := b.Commit(); err != nil {
-			t.Fatal(err)
-		}
-		b.Close()
-		b = viaBatch.NewBatch()
-		if err := l.Flush(ctx, off); err != nil {
-			t.Fatal(err)
-		}
-		flushes++
-	}
+	tw.off = 100
+	streamed := 0
 	update := func(k []byte) {
 		t.Helper()
-		if !l.Fits(k) {
-			flush()
+		if !tw.l.Fits(k) {
+			tw.flush()
 		}
-		if l.sw != nil {
+		if tw.l.sw != nil {
 			streamed++
 		}
 		if rng.IntN(7) == 0 {
-			if err := b.Delete(topic, k); err != nil {
-				t.Fatal(err)
-			}
-			l.Delete(k)
+			tw.del(k)
 		} else {
-			p := Pointer{Partition: 2, Offset: off, Tombstone: rng.IntN(9) == 0}
-			if err := b.Set(topic, k, p); err != nil {
-				t.Fatal(err)
-			}
-			l.Set(k, p)
+			tw.set(k, Pointer{Partition: 2, Offset: tw.off, Tombstone: rng.IntN(9) == 0})
 		}
-		off++
 	}
 	for run := range 6 {
 		if run%3 == 2 {
 			for range 3000 { // random order: buffered
 				update(fmt.Appendf(nil, "k%06d", rng.IntN(30000)))
 			}
-			flush()
+			tw.flush()
 			continue
 		}
 		// In order, from a random start: streamed past streamAfter; a key
@@ -189,22 +202,14 @@ func TestLoaderStreamMatchesBatch(t *testing.T) {
 			k += 1 + rng.IntN(3)
 		}
 	}
-	flush()
-	if streamed < 2*streamAfter || flushes < 6 {
-		t.Fatalf("%d updates streamed, %d flushes: the test does not stream", streamed, flushes)
+	tw.flush()
+	if streamed < 2*streamAfter || tw.flushes < 6 {
+		t.Fatalf("%d updates streamed, %d flushes: the test does not stream", streamed, tw.flushes)
 	}
-	if m, _ := filepath.Glob(filepath.Join(viaLoad.dir, "load-*")); len(m) != 0 {
+	if m, _ := filepath.Glob(filepath.Join(tw.viaLoad.dir, "load-*")); len(m) != 0 {
 		t.Fatalf("left behind: %v", m)
 	}
-	want, got := dump(t, viaBatch), dump(t, viaLoad)
-	if len(want) != len(got) {
-		t.Fatalf("%d entries via Loader, %d via Batch", len(got), len(want))
-	}
-	for i := range want {
-		if !bytes.Equal(want[i][0], got[i][0]) || !bytes.Equal(want[i][1], got[i][1]) {
-			t.Fatalf("entry %d: %x=%x via Loader, %x=%x via Batch", i, got[i][0], got[i][1], want[i][0], want[i][1])
-		}
-	}
+	tw.same("after the runs")
 }
 
 // Updates in random order are sorted as Batches order them: keys that
@@ -212,17 +217,7 @@ func TestLoaderStreamMatchesBatch(t *testing.T) {
 // their length or trailing zero bytes, the empty key; many updates of
 // each key, in more than a block of writeOrder; through several Flushes.
 func TestLoaderSortMatchesBatch(t *testing.T) {
-	ctx := context.Background()
-	open := func() *Index {
-		ix, err := Open(t.TempDir(), Options{Bulk: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { ix.Close() })
-		return ix
-	}
-	viaBatch, viaLoad := open(), open()
-	topic := TopicID{3}
+	tw := newTwin(t, TopicID{3}, 1)
 	var keys [][]byte
 	for i := range 300 {
 		keys = append(keys, fmt.Appendf(nil, "tenant-0001/user-%06d", i*37%1000)) // prefix, then 8 bytes alike
@@ -231,51 +226,23 @@ func TestLoaderSortMatchesBatch(t *testing.T) {
 	keys = append(keys, []byte("tenant-0001"), []byte("tenant-0001\x00"), []byte("tenant-0001\x00\x00"),
 		[]byte("tenant-0001/user-00000\x00"), []byte("tenant-0001/user-00000"), []byte("t"), []byte{})
 	rng := rand.New(rand.NewPCG(9, 10))
-	l := viaLoad.NewLoader(topic, 1)
-	off := int64(0)
 	for run := range 3 {
-		b := viaBatch.NewBatch()
 		for range 5000 {
 			k := keys[rng.IntN(len(keys))]
 			if run == 0 {
 				k = k[:min(len(k), 11)] // all share the whole key: the empty depth, short keys
 			}
 			if rng.IntN(6) == 0 {
-				if err := b.Delete(topic, k); err != nil {
-					t.Fatal(err)
-				}
-				l.Delete(k)
+				tw.del(k)
 			} else {
-				p := Pointer{Partition: 1, Offset: off}
-				if err := b.Set(topic, k, p); err != nil {
-					t.Fatal(err)
-				}
-				l.Set(k, p)
+				tw.set(k, Pointer{Partition: 1, Offset: tw.off})
 			}
-			off++
 		}
-		if l.sw != nil {
+		if tw.l.sw != nil {
 			t.Fatal("updates in random order are written as they come")
 		}
-		if err := b.SetCheckpoint(topic, 1, off); err != nil {
-			t.Fatal(err)
-		}
-		if err := b.Commit(); err != nil {
-			t.Fatal(err)
-		}
-		b.Close()
-		if err := l.Flush(ctx, off); err != nil {
-			t.Fatal(err)
-		}
-		want, got := dump(t, viaBatch), dump(t, viaLoad)
-		if len(want) != len(got) {
-			t.Fatalf("run %d: %d entries via Loader, %d via Batch", run, len(got), len(want))
-		}
-		for i := range want {
-			if !bytes.Equal(want[i][0], got[i][0]) || !bytes.Equal(want[i][1], got[i][1]) {
-				t.Fatalf("run %d entry %d: %q=%x via Loader, %q=%x via Batch", run, i, got[i][0], got[i][1], want[i][0], want[i][1])
-			}
-		}
+		tw.flush()
+		tw.same(fmt.Sprintf("run %d", run))
 	}
 }
 

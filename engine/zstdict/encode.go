@@ -115,8 +115,8 @@ func (d *Dict) frameHeader(dst []byte, n int) []byte {
 }
 
 // parse finds src's matches, greedily: against the last offset used,
-// earlier in src, and in the dictionary (the newer of two candidates per
-// hash). Positions in the dictionary come before src's: src[i] is at
+// earlier in src, and in the dictionary (the newest position with the
+// same hash in each). Positions in the dictionary come before src's: src[i] is at
 // len(d.content)+i, and an offset counts back from there.
 func (e *encoder) parse(d *Dict, src []byte) {
 	dl := len(d.content)
