@@ -51,6 +51,9 @@ type Config struct {
 		MaxRequestBytes      int32    `toml:"max_request_bytes"`
 		MaxConnections       int      `toml:"max_connections"`
 		MaxInFlightBytes     int64    `toml:"max_inflight_bytes"`
+		// FetchReadAhead starts a partition's next read when a fetch's
+		// stops at its limits (kafkawire/fetch_ahead.go).
+		FetchReadAhead bool `toml:"fetch_read_ahead"`
 		// GroupInitialRebalanceDelay is Kafka's group.initial.rebalance.delay.ms.
 		GroupInitialRebalanceDelay duration `toml:"group_initial_rebalance_delay"`
 		// GroupCleanupInterval is Kafka's offsets.retention.check.interval.ms.
@@ -194,6 +197,7 @@ func defaultConfig() Config {
 	c.Kafka.MaxRequestBytes = 100 << 20
 	c.Kafka.MaxConnections = 10000
 	c.Kafka.MaxInFlightBytes = 64 << 20
+	c.Kafka.FetchReadAhead = true
 	c.Kafka.GroupInitialRebalanceDelay.Duration = 3 * time.Second
 	c.Kafka.GroupCleanupInterval.Duration = 10 * time.Minute
 	c.Kafka.TransactionMaxTimeout.Duration = 15 * time.Minute

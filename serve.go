@@ -257,6 +257,7 @@ func newKafkaServer(cfg Config, eng *engine.Engine, users *auth.Store, policy *a
 		NodeID:               cfg.Kafka.NodeID,
 		MaxConnections:       cfg.Kafka.MaxConnections,
 		MaxInFlightBytes:     cfg.memoryPlan().inflight,
+		NoFetchReadAhead:     !cfg.Kafka.FetchReadAhead,
 		Metrics:              m,
 		Auth:                 users,
 		ACLs:                 cfg.Kafka.ACLs,

@@ -306,3 +306,25 @@ func TestLengthCodes(t *testing.T) {
 		}
 	}
 }
+
+// A Dict compresses on many goroutines at once (its encoders are
+// pooled); run under -race this also checks that nothing is shared.
+func TestConcurrentEncode(t *testing.T) {
+	d, dec, _ := setup(t)
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			var frame []byte
+			for i := range 200 {
+				v := reading(g*1000 + i)
+				frame, _ = d.Encode(frame[:0], v)
+				got, err := dec.DecodeAll(frame, nil)
+				if err != nil || !bytes.Equal(got, v) {
+					t.Errorf("goroutine %d, value %d: %d bytes back, %v", g, i, len(got), err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
