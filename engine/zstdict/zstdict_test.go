@@ -34,10 +34,13 @@ func reading(i int) []byte {
 }
 
 // readings returns n readings from the ith on.
-func readings(i, n int) [][]byte {
+func readings(i, n int) [][]byte { return docs(reading, i, n) }
+
+// docs returns n documents of doc from the ith on.
+func docs(doc func(int) []byte, i, n int) [][]byte {
 	out := make([][]byte, n)
 	for j := range out {
-		out[j] = reading(i + j)
+		out[j] = doc(i + j)
 	}
 	return out
 }
@@ -256,40 +259,60 @@ func FuzzEncode(f *testing.F) {
 	})
 }
 
+// series is a compact JSON document of about 1 KiB that is mostly an
+// array of random readings (scripts/bench-memory.sh's workload (a)): some
+// 130 short matches against the dictionary each, the costly case.
+func series(i int) []byte {
+	rng := rand.New(rand.NewPCG(uint64(i), 13))
+	b := fmt.Appendf(nil, `{"device_id":"sensor-%04d","ts":%d,"room":"attic","readings":[`, rng.IntN(200), 1764660000000+int64(i)*1000)
+	for len(b) < 1010 {
+		b = fmt.Appendf(b, "%.2f,", float64(rng.IntN(4000))/100+10)
+	}
+	return append(b[:len(b)-1], "]}"...)
+}
+
 // BenchmarkEncode compares this encoder with the general one at its
-// fastest level, both with the dictionary, on 700-byte JSON readings.
+// fastest level, both with a dictionary trained (and tuned) on the same
+// kind of documents: 700-byte JSON readings, and 1 KiB series of random
+// numbers.
 func BenchmarkEncode(b *testing.B) {
-	d, _, raw := setup(b)
-	docs := make([][]byte, 256)
-	for i := range docs {
-		docs[i] = reading(i)
-	}
-	ref, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderDict(raw),
-		zstd.WithEncoderCRC(false), zstd.WithSingleSegment(true), zstd.WithLowerEncoderMem(true))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer ref.Close()
-	for _, name := range []string{"zstdict", "general"} {
-		b.Run(name, func(b *testing.B) {
-			var buf []byte
-			var in, out int
-			b.SetBytes(int64(len(docs[0])))
-			b.ReportAllocs()
-			i := 0
-			for b.Loop() {
-				v := docs[i%len(docs)]
-				i++
-				if name == "zstdict" {
-					buf, _ = d.Encode(buf[:0], v)
-				} else {
-					buf = ref.EncodeAll(v, buf[:0])
+	for _, kind := range []struct {
+		name string
+		doc  func(int) []byte
+	}{{"reading", reading}, {"series", series}} {
+		_, raw := train(b, docs(kind.doc, 1_000_000, 2000), 7)
+		d, err := New(raw)
+		if err != nil {
+			b.Fatal(err)
+		}
+		values := docs(kind.doc, 0, 256)
+		ref, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderDict(raw),
+			zstd.WithEncoderCRC(false), zstd.WithSingleSegment(true), zstd.WithLowerEncoderMem(true))
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, enc := range []string{"zstdict", "general"} {
+			b.Run(kind.name+"/"+enc, func(b *testing.B) {
+				var buf []byte
+				var in, out int
+				b.SetBytes(int64(len(values[0])))
+				b.ReportAllocs()
+				i := 0
+				for b.Loop() {
+					v := values[i%len(values)]
+					i++
+					if enc == "zstdict" {
+						buf, _ = d.Encode(buf[:0], v)
+					} else {
+						buf = ref.EncodeAll(v, buf[:0])
+					}
+					in += len(v)
+					out += len(buf)
 				}
-				in += len(v)
-				out += len(buf)
-			}
-			b.ReportMetric(float64(out)/float64(in), "stored/value")
-		})
+				b.ReportMetric(float64(out)/float64(in), "stored/value")
+			})
+		}
+		ref.Close()
 	}
 }
 
