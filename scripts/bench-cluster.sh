@@ -79,16 +79,17 @@ info_field() {
 # start_node DIR: starts a cluster-enabled redis-server (AOF everysec, as
 # korvet wants) on a free port; appends its pid and port to RPIDS/RPORTS.
 start_node() {
-	local dir=$1 port pid try
+	local dir=$1 port cport pid try
 	mkdir -p "$dir"
 	for try in 1 2 3; do
 		free_port port
+		free_port cport # the bus: port + 10000 may be taken, or past 65535
 		# announce-ip: a node that never met another does not know its
 		# own address and would announce an empty one. No automatic AOF
 		# rewrite: the AOF's growth is then the bytes written per record.
 		redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly yes --appendfsync everysec \
 			--auto-aof-rewrite-percentage 0 \
-			--cluster-enabled yes --cluster-config-file nodes.conf --cluster-node-timeout 5000 --cluster-announce-ip 127.0.0.1 \
+			--cluster-enabled yes --cluster-port "$cport" --cluster-config-file nodes.conf --cluster-node-timeout 5000 --cluster-announce-ip 127.0.0.1 \
 			--dir "$dir" --daemonize no --logfile "$dir/redis.log" </dev/null &
 		pid=$!
 		if wait_redis "$port" 15 "$pid"; then

@@ -161,13 +161,13 @@ if [[ $REDIS_CLUSTER == 1 ]]; then
 	grep -qE '^cluster *=' "$REPO/korvet.toml" || die "this korvet has no redis.cluster key yet (korvet.toml)"
 	nodes=()
 	for ((i = 0; i < 6; i++)); do
-		# The cluster bus listens on port + 10000: that must be free too.
+		# The cluster bus gets a free port of its own: the default, port +
+		# 10000, can land in the kernel's range for outgoing connections
+		# (32768 up), where a client socket may hold it.
 		free_port port
-		while port_in_use $((port + 10000)); do
-			free_port port
-		done
-		start_redis "$TMP/redis-$i" "$port" --cluster-enabled yes --cluster-config-file nodes.conf \
-			--cluster-node-timeout 1000
+		free_port cport
+		start_redis "$TMP/redis-$i" "$port" --cluster-enabled yes --cluster-port "$cport" \
+			--cluster-config-file nodes.conf --cluster-node-timeout 1000
 		nodes+=("127.0.0.1:$port")
 		REDIS_SEEDS+="${REDIS_SEEDS:+, }\"127.0.0.1:$port\""
 	done

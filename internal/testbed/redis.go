@@ -10,6 +10,7 @@ import (
 	"net"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -39,7 +40,15 @@ func StartRedis(tb testing.TB, extraArgs ...string) *Redis {
 		tb.Fatal(err)
 	}
 	dir := tb.TempDir()
-	port := FreePort(tb)
+	// A cluster node's bus gets a free port of its own: the default, port
+	// + 10000, is past 65535 for ports over 55535 and can land on a port
+	// a client socket holds.
+	ports := freePorts(tb, 1)
+	if clusterEnabled(extraArgs) {
+		ports = freePorts(tb, 2)
+		extraArgs = append(slices.Clip(extraArgs), "--cluster-port", strconv.Itoa(ports[1]))
+	}
+	port := ports[0]
 	r := &Redis{
 		Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
 		URL:  fmt.Sprintf("redis://127.0.0.1:%d/0", port),
@@ -80,12 +89,33 @@ func lookRedis() (string, error) {
 // FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
 func FreePort(tb testing.TB) int {
 	tb.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatalf("testbed: find a free port: %v", err)
+	return freePorts(tb, 1)[0]
+}
+
+// freePorts returns n distinct ports on 127.0.0.1 that were free a moment
+// ago: all are held open together, so none is given twice.
+func freePorts(tb testing.TB, n int) []int {
+	tb.Helper()
+	ports := make([]int, n)
+	for i := range ports {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			tb.Fatalf("testbed: find a free port: %v", err)
+		}
+		defer l.Close()
+		ports[i] = l.Addr().(*net.TCPAddr).Port
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return ports
+}
+
+// clusterEnabled reports whether redis-server args turn cluster mode on.
+func clusterEnabled(args []string) bool {
+	for i := 0; i+1 < len(args); i++ {
+		if args[i] == "--cluster-enabled" && args[i+1] == "yes" {
+			return true
+		}
+	}
+	return false
 }
 
 // probe passes when the server answers PING with PONG: LOADING (AOF
