@@ -109,7 +109,7 @@ func newFSETable(norm []int16, log uint8) (*fseTable, error) {
 }
 
 // init returns the first state for symbol s: one that decodes to s,
-// written by flush after every other symbol.
+// written by final after every other symbol.
 func (t *fseTable) init(s uint8) uint32 {
 	tt := t.tt[s]
 	n := (tt.deltaBits + 1<<15) >> 16
